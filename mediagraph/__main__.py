@@ -1,0 +1,3 @@
+from mediagraph.cli import app
+
+app()

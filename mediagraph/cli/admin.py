@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from sqlalchemy import select
+
+from mediagraph import security
+from mediagraph.cli.runtime import configure_logging, open_services, provisioned
+from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.users import User
+from mediagraph.settings import Settings, get_settings
+
+console = Console(stderr=True)
+
+
+def migrate() -> None:
+    """Create missing databases and migrate the main database and every shard."""
+    configure_logging()
+    with provisioned() as (_, endpoints):
+        console.print(f"migrated main database and {len(endpoints.shard_urls)} shards")
+
+
+def schema() -> None:
+    """Print the public schema as SDL."""
+    from mediagraph.schema import build_schema
+
+    print(build_schema().as_str())  # noqa: T201 - the SDL is this command's output
+
+
+async def load_demo(settings: Settings, endpoints: Endpoints, *, users: int, media: int) -> None:
+    from mediagraph.demo import load_demo as load
+
+    async with open_services(settings, endpoints) as services:
+        await load(services, users=users, media=media)
+
+
+def demo(
+    users: Annotated[int, typer.Option(min=1, max=10_000)] = 8,
+    media: Annotated[int, typer.Option(min=0, max=1_000_000)] = 120,
+) -> None:
+    """Load sample users (password `demo-password`) and media."""
+    configure_logging("WARNING")
+    with provisioned() as (settings, endpoints):
+        asyncio.run(load_demo(settings, endpoints, users=users, media=media))
+
+
+def token(
+    service: Annotated[bool, typer.Option("--service", help="A token for trusted services (e.g. submitScore).")] = False,
+    username: Annotated[str | None, typer.Option(help="A token for this existing user.")] = None,
+    service_name: Annotated[int, typer.Option(help="Id recorded as the service's subject.")] = 1,
+) -> None:
+    """Issue an access token."""
+    settings = get_settings()
+    if service == (username is not None):
+        raise typer.BadParameter("pass exactly one of --service or --username")
+    if service:
+        print(security.issue_token(settings, user_id=service_name, role=security.SERVICE_ROLE, token_version=0))  # noqa: T201
+        return
+    with provisioned(settings) as (resolved, endpoints):
+        user = asyncio.run(_find_user(resolved, endpoints, username or ""))
+    if user is None:
+        raise typer.BadParameter(f"no user {username!r}")
+    print(security.issue_token(settings, user_id=user.id, role=user.role, token_version=user.token_version))  # noqa: T201
+
+
+async def _find_user(settings: Settings, endpoints: Endpoints, username: str) -> User | None:
+    async with open_services(settings, endpoints) as services, services.databases.main_session() as session:
+        return (await session.execute(select(User).where(User.username == username.lower()))).scalar_one_or_none()

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from mediagraph.cli.runtime import configure_logging, open_services, provisioned
+from mediagraph.workers import registered_workers, run_workers
+
+console = Console(stderr=True)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    demo: Annotated[bool, typer.Option(help="Load sample users and media before serving.")] = False,
+    workers: Annotated[
+        bool, typer.Option("--workers/--no-workers", help="Run the background workers in this process.")
+    ] = True,
+) -> None:
+    """Serve GraphQL (and GraphiQL) with PostgreSQL and Redis, embedded when none is configured."""
+    from mediagraph.app import create_app
+
+    configure_logging()
+    with provisioned() as (settings, endpoints):
+        if demo:
+            from mediagraph.cli.admin import load_demo
+
+            asyncio.run(load_demo(settings, endpoints, users=8, media=120))
+        settings = settings.model_copy(update={"run_workers": workers})
+        console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql")
+        uvicorn.run(
+            create_app(settings),
+            host=host,
+            port=port,
+            loop="uvloop",
+            http="httptools",
+            log_level="info",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
+
+
+def worker(name: Annotated[str, typer.Argument(help="Which worker to run.")]) -> None:
+    """Run one background worker until interrupted (for deployments that run `serve --no-workers`)."""
+    configure_logging()
+    known = registered_workers()
+    if name not in known:
+        raise typer.BadParameter(f"unknown worker {name!r}; known: {', '.join(sorted(known)) or 'none'}")
+    with provisioned() as (settings, endpoints):
+        asyncio.run(_run_worker(settings, endpoints, name))
+
+
+async def _run_worker(settings, endpoints, name: str) -> None:  # type: ignore[no-untyped-def]
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopped.set)
+    async with open_services(settings, endpoints) as services:
+        async with run_workers(services, enabled=True, names=[name]):
+            await stopped.wait()

@@ -1,0 +1,126 @@
+"""The typed per-operation context: who is asking, one database session, the loaders."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.requests import HTTPConnection
+from strawberry.dataloader import DataLoader
+
+from mediagraph.errors import Forbidden, Unauthenticated
+from mediagraph.security import SERVICE_ROLE, TokenClaims, bearer_token, read_token
+from mediagraph.services import Services
+
+if TYPE_CHECKING:
+    from mediagraph.db.users import User
+
+LoaderT = TypeVar("LoaderT", bound=DataLoader[Any, Any])
+
+
+class OperationSession:
+    """One main-database session per operation, opened on first use.
+
+    Sibling fields resolve concurrently but an AsyncSession allows one statement
+    at a time, so every use takes the lock.
+    """
+
+    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+        self._factory = factory
+        self._session: AsyncSession | None = None
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[AsyncSession]:
+        async with self._lock:
+            if self._session is None:
+                self._session = self._factory()
+            try:
+                yield self._session
+            except BaseException:
+                await self._session.rollback()
+                raise
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class Context:
+    def __init__(self, services: Services, connection: HTTPConnection | None) -> None:
+        self.services = services
+        self.settings = services.settings
+        self.request = connection
+        # Filled by Strawberry from the websocket `connection_init` payload.
+        self.connection_params: dict[str, Any] | None = None
+        self.response: Any = None
+        self.db = OperationSession(services.databases.main_sessions)
+        self._loaders: dict[type[DataLoader[Any, Any]], DataLoader[Any, Any]] = {}
+
+    def loader(self, loader_class: type[LoaderT]) -> LoaderT:
+        loader = self._loaders.get(loader_class)
+        if loader is None:
+            loader = self._loaders[loader_class] = loader_class(self)  # type: ignore[call-arg]
+        return loader  # type: ignore[return-value]
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    @property
+    def raw_token(self) -> str | None:
+        if self.connection_params is not None:
+            value = self.connection_params.get("authorization") or self.connection_params.get(
+                "Authorization"
+            )
+            if isinstance(value, str):
+                return bearer_token(value) if " " in value else value
+            token = self.connection_params.get("token")
+            return token if isinstance(token, str) else None
+        if self.request is None:
+            return None
+        return bearer_token(self.request.headers.get("authorization"))
+
+    @cached_property
+    def claims(self) -> TokenClaims | None:
+        token = self.raw_token
+        return read_token(self.settings, token) if token else None
+
+    @property
+    def viewer_id(self) -> int | None:
+        claims = self.claims
+        return claims.user_id if claims is not None and claims.role != SERVICE_ROLE else None
+
+    def require_viewer_id(self) -> int:
+        viewer_id = self.viewer_id
+        if viewer_id is None:
+            raise Unauthenticated("Log in to do this.")
+        return viewer_id
+
+    async def require_viewer(self) -> User:
+        """The logged-in user, checked against revocation (token version) and deletion."""
+        from mediagraph.dataloaders.users import UserByIdLoader
+
+        viewer_id = self.require_viewer_id()
+        user = await self.loader(UserByIdLoader).load(viewer_id)
+        claims = self.claims
+        if user is None or claims is None or user.token_version != claims.token_version:
+            raise Unauthenticated("The access token is no longer valid.")
+        return user
+
+    def require_service(self) -> None:
+        claims = self.claims
+        if claims is None:
+            raise Unauthenticated("A service token is required.")
+        if claims.role != SERVICE_ROLE:
+            raise Forbidden("Only trusted services may do this.")
+
+    @property
+    def client_address(self) -> str:
+        if self.request is None or self.request.client is None:
+            return "unknown"
+        return self.request.client.host

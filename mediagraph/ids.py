@@ -1,0 +1,86 @@
+"""Snowflake ids for every entity, and the opaque global ids clients see.
+
+A snowflake is [1 unused bit][41-bit ms since EPOCH][10-bit node][12-bit sequence],
+so ids sort by creation time and stay unique across processes with distinct node ids.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from mediagraph.errors import BadUserInput
+
+EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+NODE_BITS = 10
+SEQUENCE_BITS = 12
+MAX_SEQUENCE = (1 << SEQUENCE_BITS) - 1
+MAX_ID = (1 << 63) - 1
+
+
+class SnowflakeGenerator:
+    def __init__(self, node_id: int, clock: Callable[[], float] = time.time) -> None:
+        if not 0 <= node_id < (1 << NODE_BITS):
+            raise ValueError("node id must fit in 10 bits")
+        self._node_id = node_id
+        self._clock = clock
+        self._last_ms = -1
+        self._sequence = 0
+        self._lock = threading.Lock()
+
+    def next_id(self) -> int:
+        with self._lock:
+            now_ms = int(self._clock() * 1000) - EPOCH_MS
+            # A clock that steps backwards (NTP) must never reissue an id: keep
+            # counting on the last timestamp instead of waiting for the clock.
+            if now_ms <= self._last_ms:
+                now_ms = self._last_ms
+                self._sequence += 1
+                if self._sequence > MAX_SEQUENCE:
+                    # Borrow the next millisecond; the real clock catches up later.
+                    now_ms += 1
+                    self._sequence = 0
+            else:
+                self._sequence = 0
+            self._last_ms = now_ms
+            return (now_ms << (NODE_BITS + SEQUENCE_BITS)) | (
+                self._node_id << SEQUENCE_BITS
+            ) | self._sequence
+
+
+def snowflake_time(snowflake: int) -> datetime:
+    ms = (snowflake >> (NODE_BITS + SEQUENCE_BITS)) + EPOCH_MS
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def snowflake_floor(moment: datetime) -> int:
+    """The smallest id that can have been issued at or after `moment`."""
+    ms = int(moment.timestamp() * 1000) - EPOCH_MS
+    return max(ms, 0) << (NODE_BITS + SEQUENCE_BITS)
+
+
+def to_global_id(type_name: str, raw_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{type_name}:{raw_id}".encode()).decode().rstrip("=")
+
+
+def from_global_id(global_id: str) -> tuple[str, int]:
+    try:
+        padded = global_id + "=" * (-len(global_id) % 4)
+        type_name, _, raw = base64.urlsafe_b64decode(padded.encode()).decode().partition(":")
+        raw_id = int(raw)
+    except (ValueError, binascii.Error, UnicodeError):
+        raise BadUserInput(f"Malformed id {global_id[:40]!r}.") from None
+    if not type_name or not 0 < raw_id <= MAX_ID:
+        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    return type_name, raw_id
+
+
+def decode_id(global_id: str, expected_type: str) -> int:
+    type_name, raw_id = from_global_id(global_id)
+    if type_name != expected_type:
+        raise BadUserInput(f"Expected a {expected_type} id, got a {type_name} id.")
+    return raw_id

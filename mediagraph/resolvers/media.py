@@ -1,0 +1,244 @@
+"""Media: upload, edit, delete, lookups, tag search, bookmarks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert
+from starlette.datastructures import UploadFile
+
+from mediagraph import validation
+from mediagraph.context import Context
+from mediagraph.cursors import decode_cursor, encode_cursor
+from mediagraph.dataloaders.media import MediaByIdLoader
+from mediagraph.db.base import utcnow
+from mediagraph.db.media import Bookmark, Media
+from mediagraph.errors import BadUserInput, Forbidden, NotFound
+from mediagraph.keys.media import media_uploaded_channel
+from mediagraph.resolvers.pagination import Page
+from mediagraph.schema.relay import page_size
+from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
+
+
+class TagMatch(Enum):
+    ALL = "ALL"
+    ANY = "ANY"
+
+
+def _cursor(context: Context, kind: str, value: int) -> str:
+    return encode_cursor(context.settings.secret_key, kind, [value])
+
+
+def _after(context: Context, kind: str, after: str | None) -> int | None:
+    if after is None:
+        return None
+    values = decode_cursor(context.settings.secret_key, kind, after)
+    if len(values) != 1 or not isinstance(values[0], int):
+        raise BadUserInput("The cursor is invalid; start again without `after`.")
+    return values[0]
+
+
+async def media_by_id(context: Context, media_id: int) -> Media | None:
+    return await context.loader(MediaByIdLoader).load(media_id)
+
+
+async def require_media(context: Context, media_id: int) -> Media:
+    media = await media_by_id(context, media_id)
+    if media is None:
+        raise NotFound("No such media.")
+    return media
+
+
+async def _newest_page(context: Context, query: Any, *, first: int | None, after: str | None, kind: str) -> Page[Media]:
+    limit = page_size(first, context.settings.max_page_size)
+    before_id = _after(context, kind, after)
+    if before_id is not None:
+        query = query.where(Media.id < before_id)
+    query = query.order_by(Media.id.desc()).limit(limit + 1)  # type: ignore[attr-defined]
+    async with context.db.use() as session:
+        rows = list((await session.execute(query)).scalars())
+    loader = context.loader(MediaByIdLoader)
+    for row in rows:
+        loader.prime(row.id, row)
+    return Page(
+        items=[(_cursor(context, kind, row.id), row) for row in rows[:limit]],
+        has_next_page=len(rows) > limit,
+    )
+
+
+async def media_list(
+    context: Context, *, tags: list[str] | None, tag_match: TagMatch, first: int | None, after: str | None
+) -> Page[Media]:
+    query = select(Media)
+    wanted = validation.tags(tags or [])
+    if wanted:
+        column = Media.__table__.c.tags  # type: ignore[attr-defined]
+        query = query.where(column.contains(wanted) if tag_match is TagMatch.ALL else column.overlap(wanted))
+    return await _newest_page(context, query, first=first, after=after, kind="media:newest")
+
+
+async def media_by_owner(context: Context, *, owner_id: int, first: int | None, after: str | None) -> Page[Media]:
+    query = select(Media).where(Media.owner_id == owner_id)
+    return await _newest_page(context, query, first=first, after=after, kind="media:owner")
+
+
+async def upload_media(
+    context: Context, *, file: UploadFile, title: str, description: str | None, tags: list[str] | None
+) -> Media:
+    viewer = await context.require_viewer()
+    clean_title = validation.title(title)
+    clean_description = validation.description(description or "")
+    clean_tags = validation.tags(tags or [])
+    declared = (file.content_type or "").split(";")[0].strip().lower()
+    if declared not in ALLOWED_TYPES:
+        raise BadUserInput(
+            f"Content type {declared or 'missing'!r} is not accepted; upload images, audio or video.",
+            argument="file",
+        )
+    size = file.size if file.size is not None else 0
+    if size > context.settings.max_upload_bytes:
+        raise BadUserInput(
+            f"The file is larger than {context.settings.max_upload_bytes} bytes.", argument="file"
+        )
+    await file.seek(0)
+    head = await file.read(HEAD_BYTES)
+    if not head:
+        raise BadUserInput("The file is empty.", argument="file")
+    if not content_matches(declared, head):
+        raise BadUserInput("The file's content does not match its declared type.", argument="file")
+    await file.seek(0)
+
+    media_id = context.services.ids.next_id()
+    storage_key = f"{media_id % 256:02x}/{media_id}"
+    stored_size = await context.services.storage.save(storage_key, file.file)
+    media = Media(
+        id=media_id,
+        owner_id=viewer.id,
+        title=clean_title,
+        description=clean_description,
+        tags=clean_tags,
+        content_type=declared,
+        filename=validation.clean_text(
+            (file.filename or "upload").rsplit("/", 1)[-1], argument="filename", max_length=255
+        ),
+        size_bytes=stored_size,
+        storage_key=storage_key,
+    )
+    try:
+        async with context.db.use() as session:
+            session.add(media)
+            await session.commit()
+    except BaseException:
+        # The row never landed: do not leave an orphan file behind.
+        await context.services.storage.delete(storage_key)
+        raise
+    await context.services.bus.publish(media_uploaded_channel(context.services.keys), {"id": media.id})
+    return media
+
+
+async def _owned_media(context: Context, media_id: int) -> Media:
+    viewer = await context.require_viewer()
+    media = await require_media(context, media_id)
+    if media.owner_id != viewer.id:
+        raise Forbidden("Only the uploader may change this media.")
+    return media
+
+
+async def update_media(
+    context: Context,
+    *,
+    media_id: int,
+    title: str | None,
+    description: str | None,
+    tags: list[str] | None,
+) -> Media:
+    media = await _owned_media(context, media_id)
+    async with context.db.use() as session:
+        media = await session.merge(media)
+        if title is not None:
+            media.title = validation.title(title)
+        if description is not None:
+            media.description = validation.description(description)
+        if tags is not None:
+            media.tags = validation.tags(tags)
+        media.updated_at = utcnow()
+        await session.commit()
+    context.loader(MediaByIdLoader).clear(media_id).prime(media_id, media)
+    return media
+
+
+async def delete_media(context: Context, *, media_id: int) -> int:
+    media = await _owned_media(context, media_id)
+    async with context.db.use() as session:
+        await session.execute(delete(Media).where(Media.id == media_id))
+        await session.commit()
+    context.loader(MediaByIdLoader).clear(media_id)
+    with contextlib.suppress(OSError):
+        await context.services.storage.delete(media.storage_key)
+    return media_id
+
+
+async def bookmark(context: Context, *, media_id: int) -> Media:
+    viewer = await context.require_viewer()
+    media = await require_media(context, media_id)
+    async with context.db.use() as session:
+        # Bookmarking twice is a no-op, not an error.
+        await session.execute(
+            insert(Bookmark)
+            .values(id=context.services.ids.next_id(), user_id=viewer.id, media_id=media_id, created_at=utcnow())
+            .on_conflict_do_nothing(index_elements=["user_id", "media_id"])
+        )
+        await session.commit()
+    return media
+
+
+async def unbookmark(context: Context, *, media_id: int) -> Media:
+    viewer = await context.require_viewer()
+    media = await require_media(context, media_id)
+    async with context.db.use() as session:
+        await session.execute(
+            delete(Bookmark).where(Bookmark.user_id == viewer.id, Bookmark.media_id == media_id)
+        )
+        await session.commit()
+    return media
+
+
+async def bookmarks(context: Context, *, user_id: int, first: int | None, after: str | None) -> Page[Media]:
+    viewer = await context.require_viewer()
+    if viewer.id != user_id:
+        raise Forbidden("Bookmarks are private.")
+    limit = page_size(first, context.settings.max_page_size)
+    before_id = _after(context, "bookmarks", after)
+    query = select(Bookmark.id, Media).join(Media, Media.id == Bookmark.media_id).where(Bookmark.user_id == user_id)
+    if before_id is not None:
+        query = query.where(Bookmark.id < before_id)
+    query = query.order_by(Bookmark.id.desc()).limit(limit + 1)  # type: ignore[attr-defined]
+    async with context.db.use() as session:
+        rows = list((await session.execute(query)).all())
+    return Page(
+        items=[(_cursor(context, "bookmarks", bookmark_id), media) for bookmark_id, media in rows[:limit]],
+        has_next_page=len(rows) > limit,
+    )
+
+
+async def content_response(context: Context, *, media_id: int, request: Any) -> Any:
+    media = await require_media(context, media_id)
+    return await context.services.storage.download_response(
+        media.storage_key, request=request, media_type=media.content_type, filename=media.filename
+    )
+
+
+async def uploaded_media(context: Context, *, tags: list[str] | None) -> AsyncIterator[Media]:
+    wanted = set(validation.tags(tags or []))
+    services = context.services
+    async with services.bus.subscribe(media_uploaded_channel(services.keys)) as events:
+        async for event in events:
+            # A subscription outlives any one operation: each event gets its own short session.
+            async with services.databases.main_session() as session:
+                media = await session.get(Media, event["id"])  # type: ignore[index]
+            if media is not None and (not wanted or wanted.intersection(media.tags)):
+                yield media

@@ -1,0 +1,19 @@
+"""A page of rows with their cursors, as resolvers hand it to the schema's connections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+R = TypeVar("R")
+
+
+@dataclass
+class Page(Generic[R]):
+    items: list[tuple[str, R]]
+    has_next_page: bool
+    omitted: list[R] = field(default_factory=list)
+
+    @property
+    def end_cursor(self) -> str | None:
+        return self.items[-1][0] if self.items else None

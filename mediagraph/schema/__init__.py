@@ -1,0 +1,61 @@
+"""The public schema: each domain's queries, mutations and subscriptions merged into one."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
+from strawberry.tools import merge_types
+from strawberry.types import ExecutionContext
+
+from mediagraph.schema.extensions import CloseOperationSession, ErrorCodes, is_internal
+from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
+from mediagraph.schema.node import NodeQueries
+from mediagraph.schema.users import User, UserMutations, UserQueries
+from mediagraph.settings import Settings, get_settings
+
+log = logging.getLogger("mediagraph.errors")
+
+Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions,))
+
+NODE_TYPES: list[Any] = [User, Media]
+
+
+class MediagraphSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        # User errors are answers, not incidents: only unexpected failures are logged.
+        for error in errors:
+            if is_internal(error):
+                log.error("internal error", exc_info=error.original_error)
+
+
+def build_schema(settings: Settings | None = None) -> MediagraphSchema:
+    settings = settings or get_settings()
+    return MediagraphSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        types=NODE_TYPES,
+        extensions=[
+            ErrorCodes,
+            CloseOperationSession,
+            lambda: ParserCache(maxsize=settings.document_cache_size),
+            lambda: ValidationCache(maxsize=settings.document_cache_size),
+            lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+            lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
+            lambda: MaxAliasesLimiter(max_alias_count=settings.max_query_aliases),
+        ],
+    )

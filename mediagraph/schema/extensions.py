@@ -1,0 +1,59 @@
+"""Schema extensions every operation runs through: error codes and masking, session cleanup."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from graphql import GraphQLError
+from strawberry.extensions import SchemaExtension
+
+from mediagraph.errors import UserError
+
+log = logging.getLogger("mediagraph.errors")
+
+INTERNAL_MESSAGE = "Internal server error."
+
+
+def coded(error: GraphQLError) -> GraphQLError:
+    """The error as clients see it: user errors keep their code, the rest is masked."""
+    original = error.original_error
+    if isinstance(original, UserError):
+        return error
+    if original is None:
+        # Raised by graphql-core itself: syntax, validation, variable coercion, limits.
+        code = "GRAPHQL_PARSE_FAILED" if error.message.startswith("Syntax Error") else "GRAPHQL_VALIDATION_FAILED"
+        if error.extensions and "code" in error.extensions:
+            return error
+        return GraphQLError(
+            error.message, nodes=error.nodes, source=error.source, positions=error.positions,
+            path=error.path, extensions={**(error.extensions or {}), "code": code},
+        )
+    return GraphQLError(
+        INTERNAL_MESSAGE, nodes=error.nodes, source=error.source, positions=error.positions,
+        path=error.path, extensions={"code": "INTERNAL_SERVER_ERROR"},
+    )
+
+
+def is_internal(error: GraphQLError) -> bool:
+    return error.original_error is not None and not isinstance(error.original_error, UserError)
+
+
+class ErrorCodes(SchemaExtension):
+    def on_operation(self):  # type: ignore[no-untyped-def]
+        yield
+        result = self.execution_context.result
+        if result is not None and result.errors:
+            result.errors = [coded(error) for error in result.errors]
+
+
+class CloseOperationSession(SchemaExtension):
+    async def on_operation(self) -> AsyncIterator[None]:  # type: ignore[override]
+        try:
+            yield
+        finally:
+            close = getattr(self.execution_context.context, "close", None)
+            # Subscriptions share one context for the life of the socket; only
+            # one-shot operations own their session.
+            if close is not None and self.execution_context.operation_type.value != "subscription":
+                await close()

@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry.file_uploads import Upload
+from strawberry.types import Info
+
+from mediagraph.context import Context
+from mediagraph.dataloaders.media import BookmarkedByViewerLoader
+from mediagraph.db.media import Media as MediaRow
+from mediagraph.ids import decode_id, to_global_id
+from mediagraph.resolvers import media as resolvers
+from mediagraph.resolvers import users as user_resolvers
+from mediagraph.resolvers.pagination import Page
+from mediagraph.resolvers.media import TagMatch
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
+
+if TYPE_CHECKING:
+    from mediagraph.schema.users import User
+
+UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
+
+TagMatchEnum = strawberry.enum(TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them.")
+
+
+@strawberry.type
+class Media(Node):
+    raw_id: strawberry.Private[int]
+    owner_id: strawberry.Private[int]
+    title: str
+    description: str
+    tags: list[str]
+    content_type: str
+    filename: str
+    size_bytes: float = strawberry.field(description="Size in bytes (a Float: files may exceed 2^31).")
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: MediaRow) -> Media:
+        return cls(
+            id=strawberry.ID(to_global_id("Media", row.id)),
+            raw_id=row.id,
+            owner_id=row.owner_id,
+            title=row.title,
+            description=row.description,
+            tags=list(row.tags),
+            content_type=row.content_type,
+            filename=row.filename,
+            size_bytes=row.size_bytes,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    @strawberry.field(description="Where to download the content; supports HTTP Range requests.")
+    def content_url(self) -> str:
+        return f"/media/{self.raw_id}/content"
+
+    @strawberry.field
+    async def uploader(self, info: Info[Context, None]) -> UserRef:
+        from mediagraph.schema.users import User
+
+        row = await user_resolvers.user_by_id(info.context, self.owner_id)
+        if row is None:
+            raise RuntimeError(f"media {self.raw_id} has no uploader row")
+        return User.from_row(row)
+
+    @strawberry.field
+    async def viewer_has_bookmarked(self, info: Info[Context, None]) -> bool:
+        return await info.context.loader(BookmarkedByViewerLoader).load(self.raw_id)
+
+
+def media_or_none(row: MediaRow | None) -> Media | None:
+    return Media.from_row(row) if row is not None else None
+
+
+async def _fetch_media(context: Context, raw_id: int) -> Media | None:
+    return media_or_none(await resolvers.media_by_id(context, raw_id))
+
+
+register_node("Media", _fetch_media)
+
+
+@strawberry.type
+class MediaConnection:
+    edges: list[Edge[Media]]
+    page_info: PageInfo
+
+    @classmethod
+    def from_page(cls, page: Page[MediaRow]) -> MediaConnection:
+        return cls(
+            edges=[Edge(cursor=cursor, node=Media.from_row(row)) for cursor, row in page.items],
+            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+        )
+
+
+@strawberry.type
+class DeletedMedia:
+    id: strawberry.ID
+
+
+@strawberry.type
+class MediaQueries:
+    @strawberry.field
+    async def media(self, info: Info[Context, None], id: strawberry.ID) -> Media | None:
+        return media_or_none(await resolvers.media_by_id(info.context, decode_id(id, "Media")))
+
+    @strawberry.field(description="Media, newest first, optionally filtered by tags.")
+    async def media_list(
+        self,
+        info: Info[Context, None],
+        tags: list[str] | None = None,
+        tag_match: TagMatchEnum = TagMatch.ALL,  # type: ignore[valid-type]
+        first: int | None = None,
+        after: str | None = None,
+    ) -> MediaConnection:
+        page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, first=first, after=after)
+        return MediaConnection.from_page(page)
+
+
+@strawberry.type
+class MediaMutations:
+    @strawberry.mutation(description="Upload a file (GraphQL multipart request) with its title and tags.")
+    async def upload_media(
+        self,
+        info: Info[Context, None],
+        file: Upload,
+        title: str,
+        description: str | None = None,
+        tags: list[str] | None = None,
+    ) -> Media:
+        row = await resolvers.upload_media(info.context, file=file, title=title, description=description, tags=tags)  # type: ignore[arg-type]
+        return Media.from_row(row)
+
+    @strawberry.mutation
+    async def update_media(
+        self,
+        info: Info[Context, None],
+        id: strawberry.ID,
+        title: str | None = None,
+        description: str | None = None,
+        tags: list[str] | None = None,
+    ) -> Media:
+        row = await resolvers.update_media(
+            info.context, media_id=decode_id(id, "Media"), title=title, description=description, tags=tags
+        )
+        return Media.from_row(row)
+
+    @strawberry.mutation
+    async def delete_media(self, info: Info[Context, None], id: strawberry.ID) -> DeletedMedia:
+        await resolvers.delete_media(info.context, media_id=decode_id(id, "Media"))
+        return DeletedMedia(id=id)
+
+    @strawberry.mutation
+    async def bookmark(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
+        return Media.from_row(await resolvers.bookmark(info.context, media_id=decode_id(media_id, "Media")))
+
+    @strawberry.mutation
+    async def unbookmark(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
+        return Media.from_row(await resolvers.unbookmark(info.context, media_id=decode_id(media_id, "Media")))
+
+
+@strawberry.type
+class MediaSubscriptions:
+    @strawberry.subscription(description="Media as it is uploaded, optionally only media carrying ANY of `tags`.")
+    async def media_uploaded(
+        self, info: Info[Context, None], tags: list[str] | None = None
+    ) -> AsyncGenerator[Media, None]:
+        async for row in resolvers.uploaded_media(info.context, tags=tags):
+            yield Media.from_row(row)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry.types import Info
+
+from mediagraph.context import Context
+from mediagraph.db.users import User as UserRow
+from mediagraph.ids import to_global_id
+from mediagraph.resolvers import media as media_resolvers
+from mediagraph.resolvers import users as resolvers
+from mediagraph.schema.relay import Node, register_node
+
+if TYPE_CHECKING:
+    from mediagraph.schema.media import MediaConnection
+
+MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.schema.media")]
+
+
+@strawberry.type
+class User(Node):
+    raw_id: strawberry.Private[int]
+    username: str
+    nickname: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: UserRow) -> User:
+        return cls(
+            id=strawberry.ID(to_global_id("User", row.id)),
+            raw_id=row.id,
+            username=row.username,
+            nickname=row.nickname,
+            created_at=row.created_at,
+        )
+
+    @strawberry.field(description="Media this user uploaded, newest first.")
+    async def media(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> MediaConnectionRef:
+        from mediagraph.schema.media import MediaConnection
+
+        page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, first=first, after=after)
+        return MediaConnection.from_page(page)
+
+    @strawberry.field(description="Media this user bookmarked, newest bookmark first. Only visible to the user.")
+    async def bookmarks(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> MediaConnectionRef:
+        from mediagraph.schema.media import MediaConnection
+
+        page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, first=first, after=after)
+        return MediaConnection.from_page(page)
+
+
+def user_or_none(row: UserRow | None) -> User | None:
+    return User.from_row(row) if row is not None else None
+
+
+async def _fetch_user(context: Context, raw_id: int) -> User | None:
+    return user_or_none(await resolvers.user_by_id(context, raw_id))
+
+
+register_node("User", _fetch_user)
+
+
+@strawberry.type
+class AuthPayload:
+    token: str = strawberry.field(description="A JWT access token: send it as `Authorization: Bearer <token>`.")
+    user: User
+
+
+@strawberry.type
+class UserQueries:
+    @strawberry.field(description="The logged-in user, or null.")
+    async def me(self, info: Info[Context, None]) -> User | None:
+        return user_or_none(await resolvers.me(info.context))
+
+    @strawberry.field
+    async def user(self, info: Info[Context, None], username: str) -> User | None:
+        return user_or_none(await resolvers.user_by_username(info.context, username))
+
+
+@strawberry.type
+class UserMutations:
+    @strawberry.mutation
+    async def register(
+        self, info: Info[Context, None], username: str, password: str, nickname: str | None = None
+    ) -> AuthPayload:
+        session = await resolvers.register(info.context, username=username, password=password, nickname=nickname)
+        return AuthPayload(token=session.token, user=User.from_row(session.user))
+
+    @strawberry.mutation
+    async def login(self, info: Info[Context, None], username: str, password: str) -> AuthPayload:
+        session = await resolvers.login(info.context, username=username, password=password)
+        return AuthPayload(token=session.token, user=User.from_row(session.user))
+
+    @strawberry.mutation(description="Change the viewer's nickname; allowed once every 24 hours.")
+    async def change_nickname(self, info: Info[Context, None], nickname: str) -> User:
+        return User.from_row(await resolvers.change_nickname(info.context, nickname=nickname))

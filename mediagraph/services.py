@@ -1,0 +1,55 @@
+"""Process-wide resources: pools, Redis, the event bus, storage, the id generator.
+
+Opened once per process (the Starlette lifespan, a worker, a CLI command) and closed
+with it; requests reach them through the context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.engines import Databases
+from mediagraph.ids import SnowflakeGenerator
+from mediagraph.keys import KeySpace
+from mediagraph.settings import Settings
+from mediagraph.storage import Storage
+from mediagraph.storage.local import LocalStorage
+from mediagraph.subscriptions.bus import EventBus
+
+
+@dataclass
+class Services:
+    settings: Settings
+    endpoints: Endpoints
+    databases: Databases
+    redis: Redis
+    keys: KeySpace
+    bus: EventBus
+    storage: Storage
+    ids: SnowflakeGenerator
+
+    @classmethod
+    async def open(cls, settings: Settings, endpoints: Endpoints) -> Services:
+        keys = KeySpace(settings.redis_prefix)
+        databases = Databases(endpoints, settings)
+        await databases.start()
+        bus = EventBus(endpoints.redis_url, keys)
+        await bus.connect()
+        return cls(
+            settings=settings,
+            endpoints=endpoints,
+            databases=databases,
+            redis=Redis.from_url(endpoints.redis_url, socket_timeout=5, socket_connect_timeout=5),
+            keys=keys,
+            bus=bus,
+            storage=LocalStorage(settings.media_dir),
+            ids=SnowflakeGenerator(settings.node_id),
+        )
+
+    async def close(self) -> None:
+        await self.bus.disconnect()
+        await self.redis.aclose()
+        await self.databases.dispose()

@@ -1,0 +1,76 @@
+"""Checks on what clients send, shared by every domain; each failure names the argument."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from mediagraph.errors import BadUserInput
+
+USERNAME = re.compile(r"^[a-z0-9_]{3,32}$")
+TAG = re.compile(r"^\w[\w-]{0,31}$")
+MAX_TAGS = 10
+PASSWORD_MIN, PASSWORD_MAX = 8, 128
+
+
+def _has_control_characters(value: str) -> bool:
+    return any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co") for char in value)
+
+
+def clean_text(value: str, *, argument: str, max_length: int, min_length: int = 1, multiline: bool = False) -> str:
+    text = unicodedata.normalize("NFC", value).strip()
+    allowed = text.replace("\n", "").replace("\t", "") if multiline else text
+    if _has_control_characters(allowed):
+        raise BadUserInput(f"`{argument}` contains control characters.", argument=argument)
+    if not min_length <= len(text) <= max_length:
+        raise BadUserInput(
+            f"`{argument}` must be {min_length} to {max_length} characters long.", argument=argument
+        )
+    return text
+
+
+def username(value: str) -> str:
+    normalized = value.strip().lower()
+    if not USERNAME.fullmatch(normalized):
+        raise BadUserInput(
+            "`username` must be 3 to 32 characters: letters, digits and underscores.",
+            argument="username",
+        )
+    return normalized
+
+
+def password(value: str) -> str:
+    if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX:
+        raise BadUserInput(
+            f"`password` must be {PASSWORD_MIN} to {PASSWORD_MAX} characters long.",
+            argument="password",
+        )
+    return value
+
+
+def nickname(value: str) -> str:
+    return clean_text(value, argument="nickname", max_length=40)
+
+
+def title(value: str) -> str:
+    return clean_text(value, argument="title", max_length=200)
+
+
+def description(value: str) -> str:
+    return clean_text(value, argument="description", max_length=5000, min_length=0, multiline=True)
+
+
+def tags(values: list[str], *, argument: str = "tags") -> list[str]:
+    if len(values) > MAX_TAGS:
+        raise BadUserInput(f"At most {MAX_TAGS} tags are allowed.", argument=argument)
+    cleaned: list[str] = []
+    for value in values:
+        tag = unicodedata.normalize("NFKC", value).strip().casefold()
+        if not TAG.fullmatch(tag):
+            raise BadUserInput(
+                f"Tag {value[:40]!r} must be 1 to 32 letters, digits, '_' or '-'.",
+                argument=argument,
+            )
+        if tag not in cleaned:
+            cleaned.append(tag)
+    return cleaned

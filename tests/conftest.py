@@ -1,0 +1,144 @@
+"""Real PostgreSQL and Redis for every test run: unique databases and a unique key prefix.
+
+With MEDIAGRAPH_DATABASE_URL / MEDIAGRAPH_REDIS_URL set (as `.ci/run` does) the run
+uses those servers; without them it starts the embedded ones. Either way it creates
+its own databases and prefix and removes them afterwards, so runs never collide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from starlette.applications import Starlette
+
+from mediagraph.app import create_app
+from mediagraph.db.endpoints import Endpoints, async_url
+from mediagraph.db.provision import drop_database, provision
+from mediagraph.embedded import EmbeddedServers
+from mediagraph.services import Services
+from mediagraph.settings import Settings
+from tests.support.graphql import GraphQLClient
+from tests.support.servers import LiveServers
+
+RUN_ID = uuid.uuid4().hex[:10]
+PHYSICAL_SHARDS = 2
+
+
+def _test_database_urls(server_url: str) -> tuple[str, tuple[str, ...]]:
+    base = make_url(async_url(server_url))
+    main = base.set(database=f"mgtest_{RUN_ID}").render_as_string(hide_password=False)
+    shards = tuple(
+        base.set(database=f"mgtest_{RUN_ID}_shard_{n}").render_as_string(hide_password=False)
+        for n in range(PHYSICAL_SHARDS)
+    )
+    return main, shards
+
+
+@pytest.fixture(scope="session")
+def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    database_url = os.environ.get("MEDIAGRAPH_DATABASE_URL", "")
+    redis_url = os.environ.get("MEDIAGRAPH_REDIS_URL", "")
+    embedded = None
+    if not (database_url and redis_url):
+        folder = tmp_path_factory.mktemp("embedded")
+        embedded = EmbeddedServers(
+            Settings(database_url=database_url, redis_url=redis_url, shard_urls=[], data_dir=folder)
+        )
+        started = embedded.start()
+        database_url, redis_url = started.database_url, started.redis_url
+    main, shards = _test_database_urls(database_url)
+    resolved = Endpoints(main, shards, redis_url)
+    asyncio.run(provision(resolved, logical_shards=64))
+    try:
+        yield resolved
+    finally:
+        for url in (main, *shards):
+            asyncio.run(drop_database(url))
+        if embedded is not None:
+            embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        database_url=endpoints.database_url,
+        shard_urls=list(endpoints.shard_urls),
+        redis_url=endpoints.redis_url,
+        redis_prefix=f"mgtest:{RUN_ID}:",
+        data_dir=tmp_path_factory.mktemp("data"),
+        run_workers=False,
+        secret_key=f"test-secret-key-for-this-run-only-{RUN_ID}",
+        max_upload_bytes=2 * 1024 * 1024,
+        login_attempts_per_username=5,
+        login_attempts_per_address=1_000_000,
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def redis_cleanup(settings: Settings) -> AsyncIterator[None]:
+    yield
+    redis = Redis.from_url(settings.redis_url)
+    async for key in redis.scan_iter(match=f"{settings.redis_prefix}*", count=1000):
+        await redis.delete(key)
+    await redis.aclose()
+
+
+@pytest.fixture(scope="session")
+async def app(settings: Settings) -> AsyncIterator[Starlette]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(scope="session")
+def services(app: Starlette) -> Services:
+    return app.state.services  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://mediagraph.test") as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def gql(http: httpx.AsyncClient) -> GraphQLClient:
+    return GraphQLClient(http)
+
+
+@pytest.fixture
+def count_queries(services: Services) -> Iterator[list[str]]:
+    """Every SQL statement sent to the main database or any shard while the test runs."""
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    engines = [services.databases.main, *services.databases.shards]
+    for engine in engines:
+        event.listen(engine.sync_engine, "before_cursor_execute", record)
+    yield statements
+    for engine in engines:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
+
+
+@pytest.fixture(scope="session")
+def live_servers(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServers]:
+    """Starts real `mediagraph serve` processes on demand; all are stopped at the end."""
+    servers = LiveServers(settings, Path(tmp_path_factory.mktemp("live")))
+    try:
+        yield servers
+    finally:
+        servers.stop_all()

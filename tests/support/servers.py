@@ -1,0 +1,97 @@
+"""Real `mediagraph serve` processes for websocket and multi-process tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from mediagraph.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServers:
+    def __init__(self, settings: Settings, folder: Path) -> None:
+        self.settings = settings
+        self.folder = folder
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def environment(self, **overrides: str) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
+        env.update(
+            {
+                "MEDIAGRAPH_DATABASE_URL": self.settings.database_url,
+                "MEDIAGRAPH_SHARD_URLS": ",".join(self.settings.shard_urls),
+                "MEDIAGRAPH_REDIS_URL": self.settings.redis_url,
+                "MEDIAGRAPH_REDIS_PREFIX": self.settings.redis_prefix,
+                "MEDIAGRAPH_SECRET_KEY": self.settings.secret_key,
+                "MEDIAGRAPH_DATA_DIR": str(self.settings.data_dir),
+                "MEDIAGRAPH_NODE_ID": str(100 + len(self.processes)),
+            }
+        )
+        env.update(overrides)
+        return env
+
+    def start(self, *args: str, **env: str) -> str:
+        """Start `mediagraph serve` and return its base URL once it is ready."""
+        port = free_port()
+        log = (self.folder / f"server-{port}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            env=self.environment(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.processes.append(process)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited: {(self.folder / f'server-{port}.log').read_text()}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    return base
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not become ready in 60 s")
+
+    def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+        """Run another `mediagraph` command against the test servers."""
+        return subprocess.run(
+            [sys.executable, "-m", "mediagraph", *args],
+            env=self.environment(**env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def spawn(self, *args: str, **env: str) -> subprocess.Popen[bytes]:
+        """Start a long-running `mediagraph` command (a worker); stopped with the rest."""
+        log = (self.folder / f"spawn-{len(self.processes)}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mediagraph", *args], env=self.environment(**env), stdout=log, stderr=subprocess.STDOUT
+        )
+        self.processes.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
