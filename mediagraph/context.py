@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
+from starlette.websockets import WebSocket
 from strawberry.dataloader import DataLoader
 
 from mediagraph.errors import Forbidden, Unauthenticated
@@ -26,11 +27,13 @@ class OperationSession:
     """One main-database session per operation, opened on first use.
 
     Sibling fields resolve concurrently but an AsyncSession allows one statement
-    at a time, so every use takes the lock.
+    at a time, so every use takes the lock. A websocket's context lives as long as
+    the socket, so there each use gets a session of its own (`per_use`).
     """
 
-    def __init__(self, factory: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, factory: async_sessionmaker[AsyncSession], *, per_use: bool = False) -> None:
         self._factory = factory
+        self._per_use = per_use
         self._session: AsyncSession | None = None
         self._lock = asyncio.Lock()
 
@@ -44,6 +47,9 @@ class OperationSession:
             except BaseException:
                 await self._session.rollback()
                 raise
+            finally:
+                if self._per_use:
+                    await self.close()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -59,7 +65,7 @@ class Context:
         # Filled by Strawberry from the websocket `connection_init` payload.
         self.connection_params: dict[str, Any] | None = None
         self.response: Any = None
-        self.db = OperationSession(services.databases.main_sessions)
+        self.db = OperationSession(services.databases.main_sessions, per_use=isinstance(connection, WebSocket))
         self._loaders: dict[type[DataLoader[Any, Any]], DataLoader[Any, Any]] = {}
 
     def loader(self, loader_class: type[LoaderT]) -> LoaderT:

@@ -8,7 +8,6 @@ its own databases and prefix and removes them afterwards, so runs never collide.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator

@@ -60,6 +60,5 @@ async def _run_worker(settings, endpoints, name: str) -> None:  # type: ignore[n
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopped.set)
-    async with open_services(settings, endpoints) as services:
-        async with run_workers(services, enabled=True, names=[name]):
-            await stopped.wait()
+    async with open_services(settings, endpoints) as services, run_workers(services, enabled=True, names=[name]):
+        await stopped.wait()

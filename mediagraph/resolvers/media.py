@@ -157,17 +157,22 @@ async def update_media(
     tags: list[str] | None,
 ) -> Media:
     media = await _owned_media(context, media_id)
+    changes: dict[str, Any] = {}
+    if title is not None:
+        changes["title"] = validation.title(title)
+    if description is not None:
+        changes["description"] = validation.description(description)
+    if tags is not None:
+        changes["tags"] = validation.tags(tags)
     async with context.db.use() as session:
         media = await session.merge(media)
-        if title is not None:
-            media.title = validation.title(title)
-        if description is not None:
-            media.description = validation.description(description)
-        if tags is not None:
-            media.tags = validation.tags(tags)
+        for field, value in changes.items():
+            setattr(media, field, value)
         media.updated_at = utcnow()
         await session.commit()
-    context.loader(MediaByIdLoader).clear(media_id).prime(media_id, media)
+    loader = context.loader(MediaByIdLoader)
+    loader.clear(media_id)
+    loader.prime(media_id, media)
     return media
 
 

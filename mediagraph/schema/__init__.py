@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import strawberry
+from graphql import ExecutionResult as GraphQLExecutionResult
 from graphql import GraphQLError
 from strawberry.extensions import (
     MaxAliasesLimiter,
@@ -15,9 +17,9 @@ from strawberry.extensions import (
     ValidationCache,
 )
 from strawberry.tools import merge_types
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 
-from mediagraph.schema.extensions import CloseOperationSession, ErrorCodes, is_internal
+from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.users import User, UserMutations, UserQueries
@@ -33,6 +35,22 @@ NODE_TYPES: list[Any] = [User, Media]
 
 
 class MediagraphSchema(strawberry.Schema):
+    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        # Codes are applied to the final result rather than in an extension hook:
+        # errors raised while an extension runs (token limits, parsing) skip the hooks.
+        result = await super().execute(*args, **kwargs)
+        if result.errors:
+            result.errors = [coded(error) for error in result.errors]
+        return result
+
+    async def subscribe(self, *args: Any, **kwargs: Any) -> Any:
+        result = await super().subscribe(*args, **kwargs)
+        if isinstance(result, ExecutionResult | GraphQLExecutionResult):
+            if result.errors:
+                result.errors = [coded(error) for error in result.errors]
+            return result
+        return _coded_stream(result)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
@@ -50,7 +68,6 @@ def build_schema(settings: Settings | None = None) -> MediagraphSchema:
         subscription=Subscription,
         types=NODE_TYPES,
         extensions=[
-            ErrorCodes,
             CloseOperationSession,
             lambda: ParserCache(maxsize=settings.document_cache_size),
             lambda: ValidationCache(maxsize=settings.document_cache_size),
@@ -59,3 +76,13 @@ def build_schema(settings: Settings | None = None) -> MediagraphSchema:
             lambda: MaxAliasesLimiter(max_alias_count=settings.max_query_aliases),
         ],
     )
+
+
+async def _coded_stream(results: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    try:
+        async for result in results:
+            if result.errors:
+                result.errors = [coded(error) for error in result.errors]
+            yield result
+    finally:
+        await results.aclose()

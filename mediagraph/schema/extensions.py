@@ -1,4 +1,4 @@
-"""Schema extensions every operation runs through: error codes and masking, session cleanup."""
+"""Error codes and masking for every result, and the per-operation session cleanup."""
 
 from __future__ import annotations
 
@@ -39,21 +39,11 @@ def is_internal(error: GraphQLError) -> bool:
     return error.original_error is not None and not isinstance(error.original_error, UserError)
 
 
-class ErrorCodes(SchemaExtension):
-    def on_operation(self):  # type: ignore[no-untyped-def]
-        yield
-        result = self.execution_context.result
-        if result is not None and result.errors:
-            result.errors = [coded(error) for error in result.errors]
-
-
 class CloseOperationSession(SchemaExtension):
     async def on_operation(self) -> AsyncIterator[None]:  # type: ignore[override]
         try:
             yield
         finally:
             close = getattr(self.execution_context.context, "close", None)
-            # Subscriptions share one context for the life of the socket; only
-            # one-shot operations own their session.
-            if close is not None and self.execution_context.operation_type.value != "subscription":
+            if close is not None:
                 await close()

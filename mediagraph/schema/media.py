@@ -14,8 +14,8 @@ from mediagraph.db.media import Media as MediaRow
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import media as resolvers
 from mediagraph.resolvers import users as user_resolvers
-from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.media import TagMatch
+from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 
 if TYPE_CHECKING:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -55,9 +56,7 @@ class WebSocketClient:
     async def send(self, message: dict[str, Any]) -> None:
         await self.connection.send(json.dumps(message))
 
-    async def receive(self, timeout: float = 10) -> dict[str, Any]:
-        import asyncio
-
+    async def receive(self, timeout: float = 10) -> dict[str, Any]:  # noqa: ASYNC109 - a test helper's deadline
         while True:
             raw = await asyncio.wait_for(self.connection.recv(), timeout)
             message = json.loads(raw)

@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import pytest
+
+from mediagraph.demo import png_image
+from tests.support.factories import create_media, create_user, unique_name, upload
+
+MEDIA = "query($id: ID!) { media(id: $id) { id title tags uploader { username } viewerHasBookmarked } }"
+NODE = "query($id: ID!) { node(id: $id) { __typename id ... on Media { title } ... on User { username } } }"
+MEDIA_LIST = """
+query($tags: [String!], $match: TagMatch!, $first: Int, $after: String) {
+  mediaList(tags: $tags, tagMatch: $match, first: $first, after: $after) {
+    edges { cursor node { id title } }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+"""
+UPDATE = "mutation($id: ID!, $title: String, $tags: [String!]) { updateMedia(id: $id, title: $title, tags: $tags) { title tags } }"
+DELETE = "mutation($id: ID!) { deleteMedia(id: $id) { id } }"
+BOOKMARK = "mutation($id: ID!) { bookmark(mediaId: $id) { viewerHasBookmarked } }"
+UNBOOKMARK = "mutation($id: ID!) { unbookmark(mediaId: $id) { viewerHasBookmarked } }"
+BOOKMARKS = "query($first: Int, $after: String) { me { bookmarks(first: $first, after: $after) { edges { node { id } } pageInfo { hasNextPage endCursor } } } }"
+USER_MEDIA = "query($u: String!) { user(username: $u) { media(first: 100) { edges { node { id } } } } }"
+
+
+async def _all_pages(gql, *, tags, match="ALL", first=2):
+    ids, after = [], None
+    while True:
+        page = (await gql.ok(MEDIA_LIST, {"tags": tags, "match": match, "first": first, "after": after}))["mediaList"]
+        ids += [edge["node"]["id"] for edge in page["edges"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            return ids
+        after = page["pageInfo"]["endCursor"]
+
+
+async def test_upload_then_download_with_range(http):
+    token, _ = await create_user_via(http)
+    content = png_image(40, 30, (200, 10, 90))
+    response = await upload(http, token=token, title="Sunset", tags=["Travel"], content=content)
+    media = response.json()["data"]["uploadMedia"]
+    assert media["tags"] == ["travel"]
+    assert media["sizeBytes"] == len(content)
+
+    whole = await http.get(media["contentUrl"])
+    assert whole.status_code == 200
+    assert whole.content == content
+    assert whole.headers["content-type"] == "image/png"
+    assert whole.headers["accept-ranges"] == "bytes"
+
+    part = await http.get(media["contentUrl"], headers={"range": "bytes=10-19"})
+    assert part.status_code == 206
+    assert part.content == content[10:20]
+    assert part.headers["content-range"] == f"bytes 10-19/{len(content)}"
+
+    tail = await http.get(f"/media/{media['id']}/content", headers={"range": "bytes=-5"})
+    assert tail.status_code == 206
+    assert tail.content == content[-5:]
+
+    beyond = await http.get(media["contentUrl"], headers={"range": f"bytes={len(content) + 10}-"})
+    assert beyond.status_code == 416
+
+
+async def create_user_via(http):
+    from tests.support.graphql import GraphQLClient
+
+    return await create_user(GraphQLClient(http))
+
+
+async def test_download_of_unknown_or_malformed_id(http):
+    assert (await http.get("/media/123456789/content")).status_code == 404
+    assert (await http.get("/media/not-an-id/content")).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "message"),
+    [
+        (b"", "image/png", "empty"),
+        (b"#!/bin/sh\nrm -rf /\n", "image/png", "does not match"),
+        (png_image(4, 4, (1, 2, 3)), "application/x-sh", "not accepted"),
+        (png_image(4, 4, (1, 2, 3)), "video/webm", "does not match"),
+    ],
+)
+async def test_bad_uploads_are_rejected(http, content, content_type, message):
+    token, _ = await create_user_via(http)
+    body = (await upload(http, token=token, content=content, content_type=content_type)).json()
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert message in body["errors"][0]["message"]
+
+
+async def test_oversized_upload_is_refused(http, settings):
+    token, _ = await create_user_via(http)
+    huge = png_image(4, 4, (1, 2, 3)) + b"\0" * (settings.max_upload_bytes + 10)
+    response = await upload(http, token=token, content=huge)
+    body = response.json()
+    assert body["errors"][0]["extensions"]["code"] in ("BAD_USER_INPUT", "PAYLOAD_TOO_LARGE")
+
+
+async def test_upload_requires_login(http):
+    body = (await upload(http, token="")).json()
+    assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize(
+    ("title", "tags"),
+    [("", []), ("x" * 201, []), ("ok", ["bad tag"]), ("ok", ["x" * 33]), ("ok", [f"t{n}" for n in range(11)]), ("ok", ["<script>"])],
+)
+async def test_invalid_titles_and_tags_are_bad_user_input(http, title, tags):
+    token, _ = await create_user_via(http)
+    body = (await upload(http, token=token, title=title, tags=tags)).json()
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_tag_queries_all_and_any(http, gql):
+    token, _ = await create_user(gql)
+    a, b = unique_name("a"), unique_name("b")
+    both = await create_media(http, token=token, tags=[a, b])
+    only_a = await create_media(http, token=token, tags=[a])
+    only_b = await create_media(http, token=token, tags=[b])
+    assert await _all_pages(gql, tags=[a, b], match="ALL") == [both["id"]]
+    assert await _all_pages(gql, tags=[a, b], match="ANY") == [only_b["id"], only_a["id"], both["id"]]
+    assert await _all_pages(gql, tags=[a.upper()], match="ALL") == [only_a["id"], both["id"]]
+
+
+async def test_pagination_reaches_the_end_without_duplicates_or_gaps(http, gql):
+    token, _ = await create_user(gql)
+    tag = unique_name("page")
+    created = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(7)]
+    for first in (1, 2, 3, 7, 10):
+        assert await _all_pages(gql, tags=[tag], first=first) == list(reversed(created))
+
+
+@pytest.mark.parametrize("first", [0, -1, 101])
+async def test_page_size_is_capped(gql, first):
+    assert await gql.error_code(MEDIA_LIST, {"match": "ALL", "first": first}) == "BAD_USER_INPUT"
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "", "a" * 3000, "WyJtZWRpYTpuZXdlc3QiLFsxXV0"])
+async def test_malformed_or_forged_cursors_are_bad_user_input(gql, cursor):
+    assert await gql.error_code(MEDIA_LIST, {"match": "ALL", "after": cursor}) == "BAD_USER_INPUT"
+
+
+async def test_cursor_of_another_listing_is_rejected(http, gql):
+    token, user = await create_user(gql)
+    await create_media(http, token=token)
+    await create_media(http, token=token)
+    page = await gql.ok(BOOKMARKS, {"first": 1}, token=token)
+    assert page["me"]["bookmarks"]["edges"] == []
+    await gql.ok(BOOKMARK, {"id": (await create_media(http, token=token))["id"]}, token=token)
+    await gql.ok(BOOKMARK, {"id": (await create_media(http, token=token))["id"]}, token=token)
+    cursor = (await gql.ok(BOOKMARKS, {"first": 1}, token=token))["me"]["bookmarks"]["pageInfo"]["endCursor"]
+    assert await gql.error_code(MEDIA_LIST, {"match": "ALL", "after": cursor}) == "BAD_USER_INPUT"
+
+
+async def test_node_lookup_of_every_type(http, gql):
+    token, user = await create_user(gql)
+    media = await create_media(http, token=token, title="Node me")
+    media_node = (await gql.ok(NODE, {"id": media["id"]}))["node"]
+    assert media_node == {"__typename": "Media", "id": media["id"], "title": "Node me"}
+    user_node = (await gql.ok(NODE, {"id": user["id"]}))["node"]
+    assert user_node == {"__typename": "User", "id": user["id"], "username": user["username"]}
+
+
+@pytest.mark.parametrize("node_id", ["!!!", "TWVkaWE6YWJj", "TWVkaWE6LTE", "Tm9wZToxMjM"])
+async def test_malformed_or_unknown_ids(gql, node_id):
+    result = await gql(NODE, {"id": node_id})
+    if result.get("errors"):
+        assert result["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    else:
+        assert result["data"]["node"] is None
+
+
+async def test_wrong_type_of_id_is_bad_user_input(gql):
+    _, user = await create_user(gql)
+    assert await gql.error_code(MEDIA, {"id": user["id"]}) == "BAD_USER_INPUT"
+
+
+async def test_only_the_owner_edits_or_deletes(http, gql):
+    owner, _ = await create_user(gql)
+    stranger, _ = await create_user(gql)
+    media = await create_media(http, token=owner, title="Mine")
+    assert await gql.error_code(UPDATE, {"id": media["id"], "title": "Theirs"}, token=stranger) == "FORBIDDEN"
+    assert await gql.error_code(DELETE, {"id": media["id"]}, token=stranger) == "FORBIDDEN"
+    assert await gql.error_code(UPDATE, {"id": media["id"], "title": "Anon"}) == "UNAUTHENTICATED"
+    updated = await gql.ok(UPDATE, {"id": media["id"], "title": "Renamed", "tags": ["New"]}, token=owner)
+    assert updated["updateMedia"] == {"title": "Renamed", "tags": ["new"]}
+    assert await gql.error_code(UPDATE, {"id": media["id"], "title": " "}, token=owner) == "BAD_USER_INPUT"
+    assert (await gql.ok(DELETE, {"id": media["id"]}, token=owner))["deleteMedia"]["id"] == media["id"]
+    assert (await gql.ok(MEDIA, {"id": media["id"]}))["media"] is None
+    assert (await http.get(media["contentUrl"])).status_code == 404
+    assert await gql.error_code(DELETE, {"id": media["id"]}, token=owner) == "NOT_FOUND"
+
+
+async def test_bookmarks_are_idempotent_and_private(http, gql):
+    token, user = await create_user(gql)
+    other, _ = await create_user(gql)
+    first = await create_media(http, token=other)
+    second = await create_media(http, token=other)
+    assert (await gql.ok(BOOKMARK, {"id": first["id"]}, token=token))["bookmark"]["viewerHasBookmarked"]
+    await gql.ok(BOOKMARK, {"id": first["id"]}, token=token)
+    await gql.ok(BOOKMARK, {"id": second["id"]}, token=token)
+    page = (await gql.ok(BOOKMARKS, {"first": 10}, token=token))["me"]["bookmarks"]
+    assert [edge["node"]["id"] for edge in page["edges"]] == [second["id"], first["id"]]
+    assert not (await gql.ok(UNBOOKMARK, {"id": second["id"]}, token=token))["unbookmark"]["viewerHasBookmarked"]
+    page = (await gql.ok(BOOKMARKS, {"first": 10}, token=token))["me"]["bookmarks"]
+    assert [edge["node"]["id"] for edge in page["edges"]] == [first["id"]]
+    query = "query($u: String!) { user(username: $u) { bookmarks { edges { node { id } } } } }"
+    assert await gql.error_code(query, {"u": user["username"]}, token=other) == "FORBIDDEN"
+
+
+async def test_user_media_lists_uploads_newest_first(http, gql):
+    token, user = await create_user(gql)
+    ids = [(await create_media(http, token=token))["id"] for _ in range(3)]
+    data = await gql.ok(USER_MEDIA, {"u": user["username"]})
+    assert [edge["node"]["id"] for edge in data["user"]["media"]["edges"]] == list(reversed(ids))
+
+
+async def test_page_of_100_media_with_uploaders_runs_constant_queries(http, gql, count_queries):
+    tag = unique_name("qc")
+    for _ in range(5):
+        token, _ = await create_user(gql)
+        for _ in range(20):
+            await create_media(http, token=token, tags=[tag])
+    query = "query($t: [String!]) { mediaList(tags: $t, first: 100) { edges { node { id title uploader { id nickname } viewerHasBookmarked } } } }"
+    count_queries.clear()
+    data = await gql.ok(query, {"t": [tag]}, token=token)
+    assert len(data["mediaList"]["edges"]) == 100
+    # One for the page, one for all uploaders, one for the viewer's bookmarks, one for the viewer.
+    assert len(count_queries) <= 4, count_queries
+
+
+async def test_query_limits(gql):
+    nested = "id"
+    for _ in range(5):
+        nested = f"uploader {{ media {{ edges {{ node {{ {nested} }} }} }} }}"
+    deep = f"{{ mediaList {{ edges {{ node {{ {nested} }} }} }} }}"
+    assert await gql.error_code(deep) == "GRAPHQL_VALIDATION_FAILED"
+    aliases = "{ " + " ".join(f"a{n}: me {{ id }}" for n in range(40)) + " }"
+    assert await gql.error_code(aliases) == "GRAPHQL_VALIDATION_FAILED"
+    assert await gql.error_code("{ me { id ") == "GRAPHQL_PARSE_FAILED"
+
+
+async def test_get_requests_run_queries_but_not_mutations(http):
+    response = await http.get("/graphql", params={"query": "{ me { id } }"})
+    assert response.json() == {"data": {"me": None}}
+    response = await http.get("/graphql", params={"query": 'mutation { login(username: "x", password: "y") { token } }'})
+    assert response.status_code in (400, 405)
+
+
+async def test_health_endpoints(http):
+    assert (await http.get("/healthz")).json() == {"status": "ok"}
+    ready = (await http.get("/readyz")).json()
+    assert ready["ready"] is True
+    assert ready["checks"]["shards"] == [True, True]
