@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocket
-from strawberry.dataloader import DataLoader
 
 from mediagraph.errors import Forbidden, Unauthenticated
 from mediagraph.security import SERVICE_ROLE, TokenClaims, bearer_token, read_token
 from mediagraph.services import Services
 
 if TYPE_CHECKING:
+    from mediagraph.dataloaders.base import Loader
     from mediagraph.db.users import User
 
-LoaderT = TypeVar("LoaderT", bound=DataLoader[Any, Any])
+LoaderT = TypeVar("LoaderT", bound="Loader[Any, Any]")
 
 
 class OperationSession:
@@ -66,12 +66,12 @@ class Context:
         self.connection_params: dict[str, Any] | None = None
         self.response: Any = None
         self.db = OperationSession(services.databases.main_sessions, per_use=isinstance(connection, WebSocket))
-        self._loaders: dict[type[DataLoader[Any, Any]], DataLoader[Any, Any]] = {}
+        self._loaders: dict[type[Loader[Any, Any]], Loader[Any, Any]] = {}
 
     def loader(self, loader_class: type[LoaderT]) -> LoaderT:
         loader = self._loaders.get(loader_class)
         if loader is None:
-            loader = self._loaders[loader_class] = loader_class(self)  # type: ignore[call-arg]
+            loader = self._loaders[loader_class] = loader_class(self)
         return loader  # type: ignore[return-value]
 
     async def close(self) -> None:

@@ -8,7 +8,7 @@ import struct
 import zlib
 
 from rich.progress import Progress
-from sqlalchemy import select
+from sqlmodel import col, select
 
 from mediagraph import security
 from mediagraph.db.media import Media
@@ -38,7 +38,7 @@ async def load_demo(services: Services, *, users: int, media: int, seed: int = 7
     rng = random.Random(seed)
     password_hash = security.hash_password(DEMO_PASSWORD)
     async with services.databases.main_session() as session:
-        existing = set((await session.execute(select(User.username))).scalars())
+        existing = set((await session.execute(select(col(User.username)))).scalars())
         accounts = []
         for n in range(users):
             username = f"demo_{n}"
@@ -49,7 +49,8 @@ async def load_demo(services: Services, *, users: int, media: int, seed: int = 7
             )
         session.add_all(accounts)
         await session.commit()
-        owners = list((await session.execute(select(User.id).where(User.username.like("demo\\_%")))).scalars())  # type: ignore[attr-defined]
+        demo_users = select(col(User.id)).where(col(User.username).like("demo\\_%"))
+        owners = list((await session.execute(demo_users)).scalars())
 
     with Progress() as progress:
         task = progress.add_task("demo media", total=media)

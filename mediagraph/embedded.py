@@ -39,7 +39,7 @@ class EmbeddedServers:
         folder.mkdir(parents=True, exist_ok=True)
         log.info("starting embedded PostgreSQL in %s", folder)
         # "stop" leaves the data in place for the next start but ends the server with us.
-        self._postgres = pgserver.get_server(folder, cleanup_mode="stop")
+        self._postgres = pgserver.get_server(folder, cleanup_mode="stop")  # type: ignore[attr-defined]
         return f"postgresql+asyncpg://postgres@/mediagraph?host={folder}"
 
     def _start_redis(self, folder: Path) -> str:

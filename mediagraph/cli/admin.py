@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy import select
+from sqlmodel import col, select
 
 from mediagraph import security
 from mediagraph.cli.runtime import configure_logging, open_services, provisioned
@@ -68,4 +68,4 @@ def token(
 
 async def _find_user(settings: Settings, endpoints: Endpoints, username: str) -> User | None:
     async with open_services(settings, endpoints) as services, services.databases.main_session() as session:
-        return (await session.execute(select(User).where(User.username == username.lower()))).scalar_one_or_none()
+        return (await session.execute(select(User).where(col(User.username) == username.lower()))).scalar_one_or_none()

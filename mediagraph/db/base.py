@@ -36,8 +36,5 @@ def snowflake_key() -> object:
     return Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
 
 
-def timestamp(**kwargs: object) -> object:
-    return Field(
-        default_factory=utcnow,
-        sa_column=Column(DateTime(timezone=True), nullable=False, **kwargs),
-    )
+def timestamp() -> object:
+    return Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))

@@ -25,7 +25,8 @@ async def media_content(request: Request) -> Response:
         return JSONResponse({"error": error.message, "code": error.code}, status_code=400)
     context = Context(request.app.state.services, request)
     try:
-        return await resolvers.content_response(context, media_id=media_id, request=request)
+        response: Response = await resolvers.content_response(context, media_id=media_id, request=request)
+        return response
     except NotFound as error:
         return JSONResponse({"error": error.message, "code": error.code}, status_code=404)
     finally:

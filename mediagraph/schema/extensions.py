@@ -40,7 +40,7 @@ def is_internal(error: GraphQLError) -> bool:
 
 
 class CloseOperationSession(SchemaExtension):
-    async def on_operation(self) -> AsyncIterator[None]:  # type: ignore[override]
+    async def on_operation(self) -> AsyncIterator[None]:
         try:
             yield
         finally:
