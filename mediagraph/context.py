@@ -80,9 +80,7 @@ class Context:
     @property
     def raw_token(self) -> str | None:
         if self.connection_params is not None:
-            value = self.connection_params.get("authorization") or self.connection_params.get(
-                "Authorization"
-            )
+            value = self.connection_params.get("authorization") or self.connection_params.get("Authorization")
             if isinstance(value, str):
                 return bearer_token(value) if " " in value else value
             token = self.connection_params.get("token")

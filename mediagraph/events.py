@@ -48,5 +48,8 @@ def engagement_stream(keys: KeySpace) -> str:
 
 async def publish_engagement(redis: Redis, keys: KeySpace, event: EngagementEvent) -> None:
     await redis.xadd(
-        engagement_stream(keys), event.fields(), maxlen=STREAM_MAX_LENGTH, approximate=True  # type: ignore[arg-type]
+        engagement_stream(keys),
+        event.fields(),  # type: ignore[arg-type]
+        maxlen=STREAM_MAX_LENGTH,
+        approximate=True,
     )

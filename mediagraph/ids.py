@@ -47,9 +47,7 @@ class SnowflakeGenerator:
             else:
                 self._sequence = 0
             self._last_ms = now_ms
-            return (now_ms << (NODE_BITS + SEQUENCE_BITS)) | (
-                self._node_id << SEQUENCE_BITS
-            ) | self._sequence
+            return (now_ms << (NODE_BITS + SEQUENCE_BITS)) | (self._node_id << SEQUENCE_BITS) | self._sequence
 
 
 def snowflake_time(snowflake: int) -> datetime:

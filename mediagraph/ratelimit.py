@@ -16,9 +16,7 @@ async def hit(redis: Redis, key: str, *, limit: int, window_seconds: int) -> Non
         pipe.ttl(key)
         _, count, ttl = await pipe.execute()
     if count > limit:
-        raise RateLimited(
-            "Too many attempts; try again later.", retry_after=max(int(ttl), 1)
-        )
+        raise RateLimited("Too many attempts; try again later.", retry_after=max(int(ttl), 1))
 
 
 async def reset(redis: Redis, key: str) -> None:

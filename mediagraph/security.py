@@ -52,9 +52,7 @@ def issue_token(settings: Settings, *, user_id: int, role: str, token_version: i
 
 def read_token(settings: Settings, token: str) -> TokenClaims:
     try:
-        claims = jwt.decode(
-            token, settings.secret_key, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]}
-        )
+        claims = jwt.decode(token, settings.secret_key, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]})
         return TokenClaims(int(claims["sub"]), str(claims.get("role", "user")), int(claims.get("ver", 0)))
     except jwt.ExpiredSignatureError:
         raise Unauthenticated("The access token has expired.") from None

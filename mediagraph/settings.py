@@ -13,9 +13,7 @@ DEVELOPMENT_SECRET = "mediagraph-development-secret-change-me"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="MEDIAGRAPH_", env_file=".env", extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="MEDIAGRAPH_", env_file=".env", extra="ignore")
 
     # Empty URLs mean "start the embedded servers under data_dir".
     database_url: str = ""

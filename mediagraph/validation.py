@@ -23,9 +23,7 @@ def clean_text(value: str, *, argument: str, max_length: int, min_length: int = 
     if _has_control_characters(allowed):
         raise BadUserInput(f"`{argument}` contains control characters.", argument=argument)
     if not min_length <= len(text) <= max_length:
-        raise BadUserInput(
-            f"`{argument}` must be {min_length} to {max_length} characters long.", argument=argument
-        )
+        raise BadUserInput(f"`{argument}` must be {min_length} to {max_length} characters long.", argument=argument)
     return text
 
 

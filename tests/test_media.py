@@ -102,7 +102,14 @@ async def test_upload_requires_login(http):
 
 @pytest.mark.parametrize(
     ("title", "tags"),
-    [("", []), ("x" * 201, []), ("ok", ["bad tag"]), ("ok", ["x" * 33]), ("ok", [f"t{n}" for n in range(11)]), ("ok", ["<script>"])],
+    [
+        ("", []),
+        ("x" * 201, []),
+        ("ok", ["bad tag"]),
+        ("ok", ["x" * 33]),
+        ("ok", [f"t{n}" for n in range(11)]),
+        ("ok", ["<script>"]),
+    ],
 )
 async def test_invalid_titles_and_tags_are_bad_user_input(http, title, tags):
     token, _ = await create_user_via(http)
@@ -140,7 +147,7 @@ async def test_malformed_or_forged_cursors_are_bad_user_input(gql, cursor):
 
 
 async def test_cursor_of_another_listing_is_rejected(http, gql):
-    token, user = await create_user(gql)
+    token, _user = await create_user(gql)
     await create_media(http, token=token)
     await create_media(http, token=token)
     page = await gql.ok(BOOKMARKS, {"first": 1}, token=token)
@@ -242,7 +249,9 @@ async def test_query_limits(gql):
 async def test_get_requests_run_queries_but_not_mutations(http):
     response = await http.get("/graphql", params={"query": "{ me { id } }"})
     assert response.json() == {"data": {"me": None}}
-    response = await http.get("/graphql", params={"query": 'mutation { login(username: "x", password: "y") { token } }'})
+    response = await http.get(
+        "/graphql", params={"query": 'mutation { login(username: "x", password: "y") { token } }'}
+    )
     assert response.status_code in (400, 405)
 
 

@@ -28,7 +28,7 @@ async def test_duplicate_username_is_a_conflict(gql):
     name = unique_name()
     await create_user(gql, username=name)
     code = await gql.error_code(
-        "mutation($u: String!) { register(username: $u, password: \"long enough\") { token } }", {"u": name}
+        'mutation($u: String!) { register(username: $u, password: "long enough") { token } }', {"u": name}
     )
     assert code == "CONFLICT"
 
@@ -81,7 +81,13 @@ async def test_login_is_rate_limited_per_address(gql, services, settings):
 
 @pytest.mark.parametrize(
     ("username", "password"),
-    [("ab", "long enough"), ("has space", "long enough"), ("ok_name", "short"), ("x" * 33, "long enough"), ("ok_name", "p" * 129)],
+    [
+        ("ab", "long enough"),
+        ("has space", "long enough"),
+        ("ok_name", "short"),
+        ("x" * 33, "long enough"),
+        ("ok_name", "p" * 129),
+    ],
 )
 async def test_invalid_registration_is_bad_user_input(gql, username, password):
     code = await gql.error_code(

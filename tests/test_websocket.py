@@ -93,5 +93,3 @@ async def test_invalid_subscription_arguments_get_an_error_code(server):
         assert message["payload"]["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     finally:
         await client.close()
-
-

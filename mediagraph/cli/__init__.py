@@ -6,7 +6,9 @@ import typer
 
 from mediagraph.cli import admin, serve
 
-app = typer.Typer(help="mediagraph: a GraphQL API with real-time subscriptions for a media service.", no_args_is_help=True)
+app = typer.Typer(
+    help="mediagraph: a GraphQL API with real-time subscriptions for a media service.", no_args_is_help=True
+)
 app.command()(serve.serve)
 app.command()(serve.worker)
 app.command()(admin.migrate)
@@ -14,5 +16,7 @@ app.command()(admin.schema)
 app.command()(admin.demo)
 app.command()(admin.token)
 
-bench = typer.Typer(help="Benchmarks; each prints its figures and the ratios BENCHMARKS.md quotes.", no_args_is_help=True)
+bench = typer.Typer(
+    help="Benchmarks; each prints its figures and the ratios BENCHMARKS.md quotes.", no_args_is_help=True
+)
 app.add_typer(bench, name="bench")

@@ -48,7 +48,9 @@ def demo(
 
 
 def token(
-    service: Annotated[bool, typer.Option("--service", help="A token for trusted services (e.g. submitScore).")] = False,
+    service: Annotated[
+        bool, typer.Option("--service", help="A token for trusted services (e.g. submitScore).")
+    ] = False,
     username: Annotated[str | None, typer.Option(help="A token for this existing user.")] = None,
     service_name: Annotated[int, typer.Option(help="Id recorded as the service's subject.")] = 1,
 ) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlmodel import col
 
 from mediagraph.dataloaders.base import Loader
 from mediagraph.db.media import Bookmark, Media
@@ -25,9 +26,9 @@ class BookmarkedByViewerLoader(Loader[int, bool]):
             return [False] * len(keys)
         async with self.context.db.use() as session:
             rows = await session.execute(
-                select(Bookmark.media_id).where(
-                    Bookmark.user_id == viewer_id,
-                    Bookmark.media_id.in_(keys),  # type: ignore[attr-defined]
+                select(col(Bookmark.media_id)).where(
+                    col(Bookmark.user_id) == viewer_id,
+                    col(Bookmark.media_id).in_(keys),
                 )
             )
             marked = set(rows.scalars())

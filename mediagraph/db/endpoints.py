@@ -36,8 +36,7 @@ def derived_shard_urls(database_url: str, count: int) -> tuple[str, ...]:
     """Shard databases beside the main one on the same server: `<main>_shard_<n>`."""
     main = make_url(async_url(database_url))
     return tuple(
-        main.set(database=f"{main.database}_shard_{n}").render_as_string(hide_password=False)
-        for n in range(count)
+        main.set(database=f"{main.database}_shard_{n}").render_as_string(hide_password=False) for n in range(count)
     )
 
 

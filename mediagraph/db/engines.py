@@ -30,9 +30,7 @@ class Databases:
         self.main = make_engine(endpoints.database_url, settings)
         self.shards = [make_engine(url, settings) for url in endpoints.shard_urls]
         self.main_sessions = async_sessionmaker(self.main, expire_on_commit=False)
-        self.shard_sessions = [
-            async_sessionmaker(engine, expire_on_commit=False) for engine in self.shards
-        ]
+        self.shard_sessions = [async_sessionmaker(engine, expire_on_commit=False) for engine in self.shards]
         self.router = ShardRouter(settings.logical_shards, len(self.shards))
 
     def main_session(self) -> AsyncSession:

@@ -18,14 +18,10 @@ class Media(MainTable, table=True):
     )
 
     id: int = snowflake_key()  # type: ignore[assignment]
-    owner_id: int = Field(
-        sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
-    )
+    owner_id: int = Field(sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False))
     title: str = Field(sa_column=Column(String(200), nullable=False))
     description: str = Field(default="", sa_column=Column(Text, nullable=False))
-    tags: list[str] = Field(
-        default_factory=list, sa_column=Column(ARRAY(String(32)), nullable=False)
-    )
+    tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(String(32)), nullable=False))
     content_type: str = Field(sa_column=Column(String(100), nullable=False))
     filename: str = Field(sa_column=Column(String(255), nullable=False))
     size_bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -44,10 +40,6 @@ class Bookmark(MainTable, table=True):
     )
 
     id: int = snowflake_key()  # type: ignore[assignment]
-    user_id: int = Field(
-        sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
-    )
-    media_id: int = Field(
-        sa_column=Column(BigInteger, ForeignKey("media.id", ondelete="CASCADE"), nullable=False)
-    )
+    user_id: int = Field(sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False))
+    media_id: int = Field(sa_column=Column(BigInteger, ForeignKey("media.id", ondelete="CASCADE"), nullable=False))
     created_at: datetime = timestamp()  # type: ignore[assignment]

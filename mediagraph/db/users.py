@@ -18,8 +18,6 @@ class User(MainTable, table=True):
     password_hash: str = Field(sa_column=Column(String(200), nullable=False))
     role: str = Field(default="user", sa_column=Column(String(16), nullable=False))
     created_at: datetime = timestamp()  # type: ignore[assignment]
-    nickname_changed_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
-    )
+    nickname_changed_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
     # Bumped to revoke every token issued before it (password change, logout everywhere).
     token_version: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert
+from sqlmodel import col
 from starlette.datastructures import UploadFile
 
 from mediagraph import validation
@@ -82,7 +83,7 @@ async def media_list(
 
 
 async def media_by_owner(context: Context, *, owner_id: int, first: int | None, after: str | None) -> Page[Media]:
-    query = select(Media).where(Media.owner_id == owner_id)
+    query = select(Media).where(col(Media.owner_id) == owner_id)
     return await _newest_page(context, query, first=first, after=after, kind="media:owner")
 
 
@@ -101,9 +102,7 @@ async def upload_media(
         )
     size = file.size if file.size is not None else 0
     if size > context.settings.max_upload_bytes:
-        raise BadUserInput(
-            f"The file is larger than {context.settings.max_upload_bytes} bytes.", argument="file"
-        )
+        raise BadUserInput(f"The file is larger than {context.settings.max_upload_bytes} bytes.", argument="file")
     await file.seek(0)
     head = await file.read(HEAD_BYTES)
     if not head:
@@ -179,7 +178,7 @@ async def update_media(
 async def delete_media(context: Context, *, media_id: int) -> int:
     media = await _owned_media(context, media_id)
     async with context.db.use() as session:
-        await session.execute(delete(Media).where(Media.id == media_id))
+        await session.execute(delete(Media).where(col(Media.id) == media_id))
         await session.commit()
     context.loader(MediaByIdLoader).clear(media_id)
     with contextlib.suppress(OSError):
@@ -206,7 +205,7 @@ async def unbookmark(context: Context, *, media_id: int) -> Media:
     media = await require_media(context, media_id)
     async with context.db.use() as session:
         await session.execute(
-            delete(Bookmark).where(Bookmark.user_id == viewer.id, Bookmark.media_id == media_id)
+            delete(Bookmark).where(col(Bookmark.user_id) == viewer.id, col(Bookmark.media_id) == media_id)
         )
         await session.commit()
     return media
@@ -218,10 +217,14 @@ async def bookmarks(context: Context, *, user_id: int, first: int | None, after:
         raise Forbidden("Bookmarks are private.")
     limit = page_size(first, context.settings.max_page_size)
     before_id = _after(context, "bookmarks", after)
-    query = select(Bookmark.id, Media).join(Media, Media.id == Bookmark.media_id).where(Bookmark.user_id == user_id)
+    query = (
+        select(col(Bookmark.id), Media)
+        .join(Media, col(Media.id) == col(Bookmark.media_id))
+        .where(col(Bookmark.user_id) == user_id)
+    )
     if before_id is not None:
-        query = query.where(Bookmark.id < before_id)
-    query = query.order_by(Bookmark.id.desc()).limit(limit + 1)  # type: ignore[attr-defined]
+        query = query.where(col(Bookmark.id) < before_id)
+    query = query.order_by(col(Bookmark.id).desc()).limit(limit + 1)
     async with context.db.use() as session:
         rows = list((await session.execute(query)).all())
     return Page(

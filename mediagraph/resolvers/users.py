@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import col
 
 from mediagraph import ratelimit, security, validation
 from mediagraph.context import Context
@@ -24,9 +25,7 @@ class Session:
 
 
 def _session_for(context: Context, user: User) -> Session:
-    token = security.issue_token(
-        context.settings, user_id=user.id, role=user.role, token_version=user.token_version
-    )
+    token = security.issue_token(context.settings, user_id=user.id, role=user.role, token_version=user.token_version)
     return Session(token=token, user=user)
 
 
@@ -61,7 +60,7 @@ async def login(context: Context, *, username: str, password: str) -> Session:
     await ratelimit.hit(redis, by_address, limit=settings.login_attempts_per_address, window_seconds=window)
     await ratelimit.hit(redis, by_name, limit=settings.login_attempts_per_username, window_seconds=window)
     async with context.db.use() as session:
-        user = (await session.execute(select(User).where(User.username == name))).scalar_one_or_none()
+        user = (await session.execute(select(User).where(col(User.username) == name))).scalar_one_or_none()
     if not security.verify_password(user.password_hash if user else None, password) or user is None:
         raise Unauthenticated("Wrong username or password.")
     await ratelimit.reset(redis, by_name)
@@ -92,20 +91,15 @@ async def change_nickname(context: Context, *, nickname: str) -> User:
     async with context.db.use() as session:
         # The row lock serialises two concurrent changes by the same user, so
         # the once-per-interval rule cannot be raced.
-        user = (
-            await session.execute(select(User).where(User.id == viewer.id).with_for_update())
-        ).scalar_one()
+        user = (await session.execute(select(User).where(col(User.id) == viewer.id).with_for_update())).scalar_one()
         now = utcnow()
         if user.nickname_changed_at is not None and now - user.nickname_changed_at < interval:
             retry_after = int((user.nickname_changed_at + interval - now).total_seconds()) + 1
             await session.rollback()
-            raise RateLimited(
-                "The nickname can be changed once a day.", retry_after=retry_after
-            )
+            raise RateLimited("The nickname can be changed once a day.", retry_after=retry_after)
         if user.nickname != new_nickname:
             user.nickname = new_nickname
             user.nickname_changed_at = now
         await session.commit()
     context.loader(UserByIdLoader).clear(viewer.id)
     return user
-

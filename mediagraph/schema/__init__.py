@@ -51,9 +51,7 @@ class MediagraphSchema(strawberry.Schema):
             return result
         return _coded_stream(result)
 
-    def process_errors(
-        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
-    ) -> None:
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         # User errors are answers, not incidents: only unexpected failures are logged.
         for error in errors:
             if is_internal(error):

@@ -26,12 +26,20 @@ def coded(error: GraphQLError) -> GraphQLError:
         if error.extensions and "code" in error.extensions:
             return error
         return GraphQLError(
-            error.message, nodes=error.nodes, source=error.source, positions=error.positions,
-            path=error.path, extensions={**(error.extensions or {}), "code": code},
+            error.message,
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={**(error.extensions or {}), "code": code},
         )
     return GraphQLError(
-        INTERNAL_MESSAGE, nodes=error.nodes, source=error.source, positions=error.positions,
-        path=error.path, extensions={"code": "INTERNAL_SERVER_ERROR"},
+        INTERNAL_MESSAGE,
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": "INTERNAL_SERVER_ERROR"},
     )
 
 

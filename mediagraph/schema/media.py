@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
 
-TagMatchEnum = strawberry.enum(TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them.")
+TagMatchEnum = strawberry.enum(
+    TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them."
+)
 
 
 @strawberry.type

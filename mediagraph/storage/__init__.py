@@ -14,7 +14,5 @@ class Storage(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
-    async def download_response(
-        self, key: str, *, request: Request, media_type: str, filename: str
-    ) -> Response:
+    async def download_response(self, key: str, *, request: Request, media_type: str, filename: str) -> Response:
         """A response serving the object, honouring Range requests."""

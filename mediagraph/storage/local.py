@@ -48,13 +48,9 @@ class LocalStorage:
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(self._path(key).unlink)
 
-    async def download_response(
-        self, key: str, *, request: Request, media_type: str, filename: str
-    ) -> Response:
+    async def download_response(self, key: str, *, request: Request, media_type: str, filename: str) -> Response:
         path = self._path(key)
         if not path.is_file():
             raise NotFound("The media content is missing.")
         # Starlette's FileResponse answers Range requests (206, Content-Range, 416).
-        return FileResponse(
-            path, media_type=media_type, filename=filename, content_disposition_type="inline"
-        )
+        return FileResponse(path, media_type=media_type, filename=filename, content_disposition_type="inline")

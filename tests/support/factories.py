@@ -33,10 +33,10 @@ def unique_name(prefix: str = "u") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
-async def create_user(gql: GraphQLClient, *, username: str | None = None, nickname: str | None = None) -> tuple[str, dict[str, Any]]:
-    data = await gql.ok(
-        REGISTER, {"username": username or unique_name(), "password": PASSWORD, "nickname": nickname}
-    )
+async def create_user(
+    gql: GraphQLClient, *, username: str | None = None, nickname: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    data = await gql.ok(REGISTER, {"username": username or unique_name(), "password": PASSWORD, "nickname": nickname})
     return data["register"]["token"], data["register"]["user"]
 
 
@@ -60,7 +60,9 @@ async def upload(
     )
 
 
-async def create_media(http: httpx.AsyncClient, *, token: str, title: str = "A title", tags: list[str] | None = None) -> dict[str, Any]:
+async def create_media(
+    http: httpx.AsyncClient, *, token: str, title: str = "A title", tags: list[str] | None = None
+) -> dict[str, Any]:
     response = await upload(http, token=token, title=title, tags=tags)
     body = response.json()
     assert not body.get("errors"), body

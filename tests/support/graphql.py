@@ -25,15 +25,15 @@ class GraphQLClient:
         assert response.status_code == 200, response.text
         return response.json()  # type: ignore[no-any-return]
 
-    async def ok(self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None) -> dict[str, Any]:
+    async def ok(
+        self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None
+    ) -> dict[str, Any]:
         """Run an operation that must succeed; returns its `data`."""
         result = await self(query, variables, token=token)
         assert not result.get("errors"), result["errors"]
         return result["data"]  # type: ignore[no-any-return]
 
-    async def error_code(
-        self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None
-    ) -> str:
+    async def error_code(self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None) -> str:
         """Run an operation that must fail; returns the first error's `extensions.code`."""
         result = await self(query, variables, token=token)
         assert result.get("errors"), result

@@ -81,7 +81,10 @@ class LiveServers:
         """Start a long-running `mediagraph` command (a worker); stopped with the rest."""
         log = (self.folder / f"spawn-{len(self.processes)}.log").open("wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "mediagraph", *args], env=self.environment(**env), stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "mediagraph", *args],
+            env=self.environment(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.processes.append(process)
         return process

@@ -44,9 +44,7 @@ def upgrade() -> None:
         sa.Column("view_count", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["owner_id"], ["users.id"], name="fk_media_owner_id_users", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["owner_id"], ["users.id"], name="fk_media_owner_id_users", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_media"),
     )
     op.create_index("ix_media_owner_id_id", "media", ["owner_id", "id"])
@@ -58,12 +56,8 @@ def upgrade() -> None:
         sa.Column("user_id", sa.BigInteger(), nullable=False),
         sa.Column("media_id", sa.BigInteger(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["users.id"], name="fk_bookmarks_user_id_users", ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["media_id"], ["media.id"], name="fk_bookmarks_media_id_media", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], name="fk_bookmarks_user_id_users", ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["media_id"], ["media.id"], name="fk_bookmarks_media_id_media", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_bookmarks"),
         sa.UniqueConstraint("user_id", "media_id", name="uq_bookmarks_user_id_media_id"),
     )
