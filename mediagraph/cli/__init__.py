@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from mediagraph.cli import admin, serve
+from mediagraph.cli.bench import bench
 
 app = typer.Typer(
     help="mediagraph: a GraphQL API with real-time subscriptions for a media service.", no_args_is_help=True
@@ -15,8 +16,4 @@ app.command()(admin.migrate)
 app.command()(admin.schema)
 app.command()(admin.demo)
 app.command()(admin.token)
-
-bench = typer.Typer(
-    help="Benchmarks; each prints its figures and the ratios BENCHMARKS.md quotes.", no_args_is_help=True
-)
 app.add_typer(bench, name="bench")

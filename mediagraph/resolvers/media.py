@@ -247,6 +247,6 @@ async def uploaded_media(context: Context, *, tags: list[str] | None) -> AsyncIt
         async for event in events:
             # A subscription outlives any one operation: each event gets its own short session.
             async with services.databases.main_session() as session:
-                media = await session.get(Media, event["id"])  # type: ignore[index]
+                media = await session.get(Media, event["id"])
             if media is not None and (not wanted or wanted.intersection(media.tags)):
                 yield media

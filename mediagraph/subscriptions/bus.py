@@ -1,21 +1,69 @@
-"""The event bus live fields subscribe to: broadcaster over Redis pub/sub, channels prefixed."""
+"""The event bus live fields subscribe to: broadcaster over Redis pub/sub, channels prefixed.
+
+One Redis subscription per channel per process is shared by every local subscriber
+(broadcaster's fan-out). Each subscriber gets a bounded mailbox instead of
+broadcaster's unbounded queue, so a slow websocket costs at most `keep` events of
+memory: the oldest are dropped, and with `keep=1` a subscriber always holds just the
+newest state (what counters and rankings want).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import orjson
-from broadcaster import Broadcast
+from broadcaster import Broadcast, Event
 
 from mediagraph.keys import KeySpace
 from mediagraph.subscriptions.backend import ResilientRedisBackend
+
+# Events a subscriber may fall behind by before the oldest are dropped.
+DEFAULT_KEEP = 256
+
+
+class Mailbox(asyncio.Queue["Event | None"]):
+    """A subscriber's queue that never blocks the shared listener: when full, the oldest event goes."""
+
+    def __init__(self, keep: int) -> None:
+        super().__init__(maxsize=keep)
+        self.dropped = 0
+
+    async def put(self, item: Event | None) -> None:
+        self.put_nowait(item)
+
+    def put_nowait(self, item: Event | None) -> None:
+        if self.full():
+            self.get_nowait()
+            self.dropped += 1
+        super().put_nowait(item)
+
+
+class BoundedBroadcast(Broadcast):
+    @asynccontextmanager
+    async def subscribe_bounded(self, channel: str, *, keep: int) -> AsyncIterator[Mailbox]:
+        mailbox = Mailbox(keep)
+        subscribers: dict[str, set[Any]] = self._subscribers
+        try:
+            if not subscribers.get(channel):
+                await self._backend.subscribe(channel)
+                subscribers[channel] = {mailbox}
+            else:
+                subscribers[channel].add(mailbox)
+            yield mailbox
+        finally:
+            subscribers[channel].discard(mailbox)
+            if not subscribers[channel]:
+                del subscribers[channel]
+                await self._backend.unsubscribe(channel)
 
 
 class EventBus:
     def __init__(self, redis_url: str, keys: KeySpace) -> None:
         self.backend = ResilientRedisBackend(redis_url)
-        self._broadcast = Broadcast(backend=self.backend)
+        self._broadcast = BoundedBroadcast(backend=self.backend)
         self.keys = keys
 
     async def connect(self) -> None:
@@ -28,13 +76,37 @@ class EventBus:
         """`channel` is a full channel name, built by the domain's `keys` module."""
         await self._broadcast.publish(channel, orjson.dumps(payload).decode())
 
+    def local_subscribers(self, channel: str) -> int:
+        """How many subscribers in this process listen on `channel`."""
+        return len(self._broadcast._subscribers.get(channel, ()))
+
     @asynccontextmanager
-    async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[object]]:
-        async with self._broadcast.subscribe(channel) as subscriber:
-            yield _decoded(subscriber)
+    async def subscribe(
+        self, channel: str, *, keep: int = DEFAULT_KEEP, min_interval: float = 0.0
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        """Decoded payloads published on `channel` from now on.
+
+        `keep=1` coalesces to the newest payload. With it, `min_interval` (seconds)
+        spaces deliveries out and whatever arrives meanwhile replaces what waits, so a
+        hot channel costs a subscriber a few pushes a second, always ending on the latest.
+        """
+        async with self._broadcast.subscribe_bounded(channel, keep=keep) as mailbox:
+            yield _deliveries(mailbox, min_interval)
 
 
-async def _decoded(subscriber: object) -> AsyncIterator[object]:
-    async for event in subscriber:  # type: ignore[attr-defined]
-        if event is not None:
-            yield orjson.loads(event.message)
+async def _deliveries(mailbox: Mailbox, min_interval: float) -> AsyncIterator[Any]:
+    loop = asyncio.get_running_loop()
+    next_allowed = 0.0
+    while True:
+        event = await mailbox.get()
+        if min_interval > 0:
+            wait = next_allowed - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                # A state mailbox (keep=1) now holds whatever is newest: send that instead.
+                if mailbox.maxsize == 1 and not mailbox.empty():
+                    event = mailbox.get_nowait()
+            next_allowed = loop.time() + min_interval
+        if event is None:
+            return
+        yield orjson.loads(event.message)

@@ -1,0 +1,113 @@
+"""What every benchmark needs: its own databases and key prefix, live servers, and a report.
+
+A benchmark never touches the data of a running `serve`: it creates uniquely named
+databases (and a Redis prefix) on the configured or embedded servers and drops them
+when it ends, exactly as the test suite does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+
+from mediagraph.db.endpoints import Endpoints, async_url
+from mediagraph.db.provision import drop_database, provision
+from mediagraph.embedded import resolve_endpoints
+from mediagraph.settings import Settings, get_settings
+
+console = Console()
+
+WORK_DIR = Path(__file__).parent / ".work"
+
+
+@contextlib.contextmanager
+def bench_settings(name: str, **overrides: object) -> Iterator[Settings]:
+    """Settings pointing at fresh databases and a fresh Redis prefix, removed afterwards."""
+    base = get_settings()
+    endpoints, embedded = resolve_endpoints(base)
+    run_id = uuid.uuid4().hex[:8]
+    server = make_url(async_url(endpoints.database_url))
+    main = server.set(database=f"mgbench_{name}_{run_id}").render_as_string(hide_password=False)
+    shards = tuple(
+        server.set(database=f"mgbench_{name}_{run_id}_shard_{n}").render_as_string(hide_password=False)
+        for n in range(max(len(endpoints.shard_urls), 2))
+    )
+    resolved = Endpoints(main, shards, endpoints.redis_url)
+    data_dir = WORK_DIR / f"{name}-{run_id}"
+    try:
+        asyncio.run(provision(resolved, logical_shards=base.logical_shards))
+        yield base.model_copy(
+            update={
+                "database_url": main,
+                "shard_urls": list(shards),
+                "redis_url": endpoints.redis_url,
+                "redis_prefix": f"mgbench:{name}:{run_id}:",
+                "data_dir": data_dir,
+                "run_workers": False,
+                **overrides,
+            }
+        )
+    finally:
+        for url in (main, *shards):
+            asyncio.run(drop_database(url))
+        asyncio.run(_drop_prefix(endpoints.redis_url, f"mgbench:{name}:{run_id}:"))
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _drop_prefix(redis_url: str, prefix: str) -> None:
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(redis_url)
+    try:
+        async for key in redis.scan_iter(match=f"{prefix}*", count=1000):
+            await redis.delete(key)
+    finally:
+        await redis.aclose()
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Percentiles of a sample of durations, in milliseconds."""
+
+    p50: float
+    p99: float
+    mean: float
+    count: int
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Latency:
+        ordered = sorted(seconds)
+        if not ordered:
+            return cls(0.0, 0.0, 0.0, 0)
+
+        def at(fraction: float) -> float:
+            return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+        return cls(at(0.50), at(0.99), statistics.fmean(ordered) * 1000, len(ordered))
+
+
+def report(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(_cell(value) for value in row))
+    console.print(table)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
