@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from mediagraph.db.endpoints import Endpoints, configured_endpoints
 from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)
+
+POSTGRES_START_ATTEMPTS = 3
 
 
 @dataclass
@@ -37,9 +44,20 @@ class EmbeddedServers:
         import pgserver
 
         folder.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(folder)
         log.info("starting embedded PostgreSQL in %s", folder)
-        # "stop" leaves the data in place for the next start but ends the server with us.
-        self._postgres = pgserver.get_server(folder, cleanup_mode="stop")  # type: ignore[attr-defined]
+        for attempt in range(1, POSTGRES_START_ATTEMPTS + 1):
+            try:
+                # "stop" leaves the data in place for the next start but ends the server with us.
+                self._postgres = pgserver.get_server(folder, cleanup_mode="stop")  # type: ignore[attr-defined]
+                break
+            except (subprocess.SubprocessError, AssertionError):
+                # pgserver gives `pg_ctl start` ten seconds, which a busy machine can exceed;
+                # the server usually comes up meanwhile and the next attempt finds it.
+                if attempt == POSTGRES_START_ATTEMPTS:
+                    raise
+                log.warning("embedded PostgreSQL was slow to start; trying again")
+                time.sleep(2)
         return f"postgresql+asyncpg://postgres@/mediagraph?host={folder}"
 
     def _start_redis(self, folder: Path) -> str:
@@ -59,6 +77,23 @@ class EmbeddedServers:
             with contextlib.suppress(Exception):
                 self._postgres.cleanup()
             self._postgres = None
+
+
+def _forget_dead_handles(folder: Path) -> None:
+    """Drop processes that died without cleaning up from pgserver's list of server users.
+
+    pgserver stops the server when the last process in that list exits; a process
+    killed outright stays listed forever, and the server would then outlive every
+    later clean shutdown.
+    """
+    handles = folder / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
 
 
 def resolve_endpoints(settings: Settings) -> tuple[Endpoints, EmbeddedServers | None]:

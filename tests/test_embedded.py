@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
@@ -22,18 +23,21 @@ def _environment(data_dir: str) -> dict[str, str]:
 
 
 def _serve(data_dir: str, port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    log = Path(data_dir).parent / f"serve-{port}-{time.monotonic_ns()}.log"
+    process = subprocess.Popen(
         [sys.executable, "-m", "mediagraph", "serve", "--port", str(port), "--no-workers"],
         env=_environment(data_dir),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
+    process.log = log  # type: ignore[attr-defined]
+    return process
 
 
 def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> dict:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        assert process.poll() is None, "serve exited early"
+        assert process.poll() is None, f"serve exited early:\n{process.log.read_text()[-3000:]}"  # type: ignore[attr-defined]
         try:
             response = httpx.get(f"{base}/readyz", timeout=2)
             if response.status_code == 200:
@@ -76,3 +80,45 @@ def test_serve_with_nothing_configured_starts_embedded_servers_and_reuses_data(t
         assert again["errors"][0]["extensions"]["code"] == "CONFLICT"
     finally:
         _stop(second)
+
+
+def _postgres_running(data_dir: str) -> bool:
+    # PostgreSQL removes postmaster.pid when it shuts down.
+    return (Path(data_dir) / "postgres" / "postmaster.pid").exists()
+
+
+def test_clean_stop_after_a_killed_server_still_stops_the_embedded_postgres(tmp_path):
+    data_dir = str(tmp_path / "data")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    killed = _serve(data_dir, port)
+    _wait_ready(base, killed)
+    killed.kill()  # no cleanup at all, as after a crash or `kill -9`
+    killed.wait(timeout=30)
+    assert _postgres_running(data_dir)
+
+    restarted = _serve(data_dir, port)
+    _wait_ready(base, restarted)
+    _stop(restarted)
+    deadline = time.monotonic() + 30
+    while _postgres_running(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _postgres_running(data_dir), "the embedded PostgreSQL outlived a clean shutdown"
+
+
+def test_serve_on_a_port_in_use_exits_with_an_error_and_stops_what_it_started(tmp_path):
+    data_dir = str(tmp_path / "data")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = _serve(data_dir, port)
+        try:
+            exit_code = process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError(f"serve hung:\n{process.log.read_text()[-3000:]}") from None  # type: ignore[attr-defined]
+    assert exit_code != 0
+    assert "address already in use" in process.log.read_text()  # type: ignore[attr-defined]
+    assert not _postgres_running(data_dir)

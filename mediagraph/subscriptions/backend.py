@@ -21,6 +21,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 2.0
+# How long a blocked read waits before looking at the stop flag again.
+POLL_SECONDS = 0.5
+CLOSE_TIMEOUT_SECONDS = 2.0
 
 
 class ResilientRedisBackend(BroadcastBackend):
@@ -33,15 +36,20 @@ class ResilientRedisBackend(BroadcastBackend):
         self._listener: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.reconnects = 0
+        self._stopping = False
 
     async def connect(self) -> None:
         self._listener = asyncio.create_task(self._listen_forever())
 
     async def disconnect(self) -> None:
+        # Cancelling a task blocked in a pub/sub read can hang inside redis-py while it
+        # closes the socket, so the listener polls and is asked to stop instead.
+        self._stopping = True
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            try:
+                await asyncio.wait_for(asyncio.shield(self._listener), POLL_SECONDS + CLOSE_TIMEOUT_SECONDS)
+            except TimeoutError:
+                self._listener.cancel()
         await self._close_pubsub()
         await self._publisher.aclose()
 
@@ -77,27 +85,29 @@ class ResilientRedisBackend(BroadcastBackend):
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
             with contextlib.suppress(Exception):
-                await pubsub.aclose()
+                await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT_SECONDS)
 
     async def _listen_forever(self) -> None:
         backoff = 0.05
-        while True:
+        while not self._stopping:
             try:
                 await self._open_pubsub()
                 backoff = 0.05
-                async for message in self._pubsub.listen():
-                    if message["type"] != "message":
+                while not self._stopping:
+                    message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=POLL_SECONDS)
+                    if message is None or message["type"] != "message":
                         continue
                     channel = message["channel"].decode()
                     data = message["data"]
                     self._queue.put_nowait(
                         Event(channel=channel, message=data.decode() if isinstance(data, bytes) else data)
                     )
-            except asyncio.CancelledError:
-                raise
             except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-                log.warning("pub/sub connection lost (%s); reconnecting", error)
+                if not self._stopping:
+                    log.warning("pub/sub connection lost (%s); reconnecting", error)
             await self._close_pubsub()
+            if self._stopping:
+                return
             self.reconnects += 1
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
