@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -37,7 +38,8 @@ async def register(context: Context, *, username: str, password: str, nickname: 
         id=context.services.ids.next_id(),
         username=name,
         nickname=shown,
-        password_hash=security.hash_password(secret),
+        # Argon2 is deliberately slow: hashing in a thread keeps other requests moving.
+        password_hash=await asyncio.to_thread(security.hash_password, secret),
     )
     async with context.db.use() as session:
         session.add(user)
@@ -61,7 +63,8 @@ async def login(context: Context, *, username: str, password: str) -> Session:
     await ratelimit.hit(redis, by_name, limit=settings.login_attempts_per_username, window_seconds=window)
     async with context.db.use() as session:
         user = (await session.execute(select(User).where(col(User.username) == name))).scalar_one_or_none()
-    if not security.verify_password(user.password_hash if user else None, password) or user is None:
+    verified = await asyncio.to_thread(security.verify_password, user.password_hash if user else None, password)
+    if not verified or user is None:
         raise Unauthenticated("Wrong username or password.")
     await ratelimit.reset(redis, by_name)
     return _session_for(context, user)
