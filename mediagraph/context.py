@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocket
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from mediagraph.db.users import User
 
 LoaderT = TypeVar("LoaderT", bound="Loader[Any, Any]")
+
+log = logging.getLogger(__name__)
 
 
 class OperationSession:
@@ -52,9 +56,16 @@ class OperationSession:
                     await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        session, self._session = self._session, None
+        if session is None:
+            return
+        try:
+            await session.close()
+        except SQLAlchemyError:
+            # A sibling field failed under a non-null parent and graphql-core cancelled
+            # this operation's statement mid-flight: the pool has already discarded the
+            # connection, and the rollback on close has nothing left to talk to.
+            log.debug("discarding a session whose connection was lost", exc_info=True)
 
 
 class Context:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from graphql import GraphQLError
+from strawberry.exceptions import StrawberryInputCoercionError
 from strawberry.extensions import SchemaExtension
 
 from mediagraph.errors import UserError
@@ -20,6 +21,16 @@ def coded(error: GraphQLError) -> GraphQLError:
     original = error.original_error
     if isinstance(original, UserError):
         return error
+    if isinstance(original, StrawberryInputCoercionError):
+        # A variable a scalar cannot parse (a malformed UUID or DateTime): the caller's input.
+        return GraphQLError(
+            error.message,
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={"code": "BAD_USER_INPUT"},
+        )
     if original is None:
         # Raised by graphql-core itself: syntax, validation, variable coercion, limits.
         code = "GRAPHQL_PARSE_FAILED" if error.message.startswith("Syntax Error") else "GRAPHQL_VALIDATION_FAILED"
@@ -44,7 +55,9 @@ def coded(error: GraphQLError) -> GraphQLError:
 
 
 def is_internal(error: GraphQLError) -> bool:
-    return error.original_error is not None and not isinstance(error.original_error, UserError)
+    return error.original_error is not None and not isinstance(
+        error.original_error, UserError | StrawberryInputCoercionError
+    )
 
 
 class CloseOperationSession(SchemaExtension):
