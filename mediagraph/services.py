@@ -6,10 +6,13 @@ with it; requests reach them through the context.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from redis.asyncio import Redis
 
+from mediagraph.db.base import utcnow
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.engines import Databases
 from mediagraph.ids import SnowflakeGenerator
@@ -30,6 +33,9 @@ class Services:
     bus: EventBus
     storage: Storage
     ids: SnowflakeGenerator
+    # The current time for logic that buckets by time (playback statistics); tests
+    # replace it to cross minute, hour and day boundaries without waiting.
+    clock: Callable[[], datetime] = utcnow
 
     @classmethod
     async def open(cls, settings: Settings, endpoints: Endpoints) -> Services:

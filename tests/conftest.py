@@ -11,6 +11,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from mediagraph.db.provision import drop_database, provision
 from mediagraph.embedded import EmbeddedServers
 from mediagraph.services import Services
 from mediagraph.settings import Settings
+from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
 from tests.support.servers import LiveServers
 
@@ -115,6 +117,17 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture(scope="session")
 def gql(http: httpx.AsyncClient) -> GraphQLClient:
     return GraphQLClient(http)
+
+
+@pytest.fixture
+def clock(services: Services) -> Iterator[FakeClock]:
+    """The in-process app's clock, under the test's control (a moment in the future, so
+    workers of live servers, on the real clock, never see these sessions as expired)."""
+    original = services.clock
+    fake = FakeClock(datetime(2031, 3, 14, 12, 0, tzinfo=UTC))
+    services.clock = fake
+    yield fake
+    services.clock = original
 
 
 @pytest.fixture
