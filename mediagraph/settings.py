@@ -46,6 +46,18 @@ class Settings(BaseSettings):
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
 
+    # Live playback statistics (issue 7). A session is live while its last heartbeat is
+    # this recent; `at` may lead the server clock by the skew and trail it by the age.
+    playback_live_window_seconds: int = Field(default=15, ge=1, le=3600)
+    playback_max_clock_skew_seconds: int = Field(default=30, ge=0, le=3600)
+    playback_max_heartbeat_age_seconds: int = Field(default=60, ge=0, le=3600)
+    # A session silent this long starts over as a new play.
+    playback_session_idle_hours: int = Field(default=6, ge=1, le=72)
+    # New sessions one address may start on one channel per minute.
+    playback_new_sessions_per_minute: int = Field(default=60, ge=1)
+    # Bucket counts and peaks reach PostgreSQL within about this delay.
+    playback_rollup_interval_seconds: float = Field(default=5.0, gt=0, le=600)
+
     db_pool_size: int = 10
     db_max_overflow: int = 10
 

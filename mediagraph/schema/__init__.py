@@ -22,14 +22,15 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
+from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
 from mediagraph.schema.users import User, UserMutations, UserQueries
 from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
-Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions,))
+Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, PlaybackQueries))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, PlaybackMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions, PlaybackSubscriptions))
 
 NODE_TYPES: list[Any] = [User, Media]
 

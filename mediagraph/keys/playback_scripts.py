@@ -1,0 +1,294 @@
+"""The Redis side of playback statistics: the scripts that own the invariants of its keys.
+
+Invariants:
+- A session counts at most once in the all-time total and at most once in any bucket:
+  its record holds the last minute, hour and day it counted in, and a heartbeat counts
+  only in buckets later than those (the seed's MODIFY rule, made safe against heartbeats
+  arriving out of order or twice). The check and the increments are one script.
+- Every counter hash carries the generation (`id`) it was created with. Within one
+  generation its values only grow, so copying them into PostgreSQL with GREATEST is
+  idempotent; a counter Redis lost and recreated gets a new generation and a new row.
+- A counter changed since the roll-up last copied it is named in its channel's dirty set
+  until a roll-up has copied exactly its current values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from mediagraph.keys import KeySpace
+from mediagraph.keys.playback import (
+    GRANULARITIES,
+    Counter,
+    Entity,
+    bucket_index,
+    churn_key,
+    counter_key,
+    dirty_index_key,
+    dirty_key,
+    live_key,
+    session_claim_key,
+    session_key,
+)
+
+CLAIM = """
+local owner = redis.call('GET', KEYS[1])
+if owner and owner ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+# KEYS: 1 session record, 2 churn counter, 3 dirty set, then per entity (stream, channel):
+#       total, live set, minute, hour, day.
+# ARGV: 1 session id, 2 media id, 3-5 minute/hour/day index, 6 now (ms), 7 live window (ms),
+#       8 generation for counters created now, 9 session ttl, 10 churn limit, 11 churn window,
+#       then per entity: total token/ttl, minute token/ttl, hour token/ttl, day token/ttl.
+HEARTBEAT = """
+local record = redis.call('HMGET', KEYS[1], 'media', 'm', 'h', 'd')
+if record[1] and record[1] ~= ARGV[2] then return {'conflict'} end
+local first = not record[1]
+if first then
+  local used = redis.call('INCR', KEYS[2])
+  if used == 1 then redis.call('EXPIRE', KEYS[2], ARGV[11]) end
+  if used > tonumber(ARGV[10]) then return {'limited', redis.call('TTL', KEYS[2])} end
+end
+local now = tonumber(ARGV[6])
+local index = {tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
+local last = {tonumber(record[2]) or -1, tonumber(record[3]) or -1, tonumber(record[4]) or -1}
+local counts = {first, index[1] > last[1], index[2] > last[2], index[3] > last[3]}
+-- A heartbeat older than the minute the session last counted in (a late retry) counts
+-- nothing and sets no peak: it only keeps the session live.
+local current = index[1] >= last[1]
+
+local function ensure(key, token, ttl)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('HSET', key, 'id', ARGV[8], 'n', 0, 'peak', 0)
+    redis.call('EXPIRE', key, ttl)
+  end
+  redis.call('SADD', KEYS[3], token)
+end
+
+local function entity(base, argbase)
+  local total = KEYS[base]
+  if redis.call('EXISTS', total) == 0 then
+    redis.call('HSET', total, 'id', ARGV[8], 'n', 0, 'peak', 0, 'lv', 0, 'v', 0)
+  end
+  redis.call('EXPIRE', total, ARGV[argbase + 1])
+  if counts[1] then
+    redis.call('SADD', KEYS[3], ARGV[argbase])
+    redis.call('HINCRBY', total, 'n', 1)
+  end
+  local live = KEYS[base + 1]
+  local window = tonumber(ARGV[7])
+  redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. (now - window))
+  redis.call('ZADD', live, 'GT', now, ARGV[1])
+  redis.call('PEXPIRE', live, window * 2)
+  local viewers = redis.call('ZCARD', live)
+  local state = redis.call('HMGET', total, 'lv', 'v')
+  local version = tonumber(state[2]) or 0
+  local changed = 0
+  if tonumber(state[1]) ~= viewers then
+    version = math.max(version + 1, now)
+    redis.call('HSET', total, 'lv', viewers, 'v', version)
+    changed = 1
+  end
+  for g = 1, 3 do
+    local key = KEYS[base + 1 + g]
+    local token, ttl = ARGV[argbase + 2 * g], ARGV[argbase + 2 * g + 1]
+    if counts[g + 1] then
+      ensure(key, token, ttl)
+      redis.call('HINCRBY', key, 'n', 1)
+    end
+    if current and viewers > (tonumber(redis.call('HGET', key, 'peak')) or -1) then
+      ensure(key, token, ttl)
+      redis.call('HSET', key, 'peak', viewers)
+    end
+  end
+  return {viewers, changed, version}
+end
+
+local stream = entity(4, 12)
+local channel = entity(9, 20)
+redis.call('HSET', KEYS[1], 'media', ARGV[2], 'm', math.max(index[1], last[1]),
+  'h', math.max(index[2], last[2]), 'd', math.max(index[3], last[3]))
+redis.call('EXPIRE', KEYS[1], ARGV[9])
+local flags = {}
+for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
+return {'ok', flags[1], flags[2], flags[3], flags[4],
+  stream[1], stream[2], stream[3], channel[1], channel[2], channel[3]}
+"""
+
+# KEYS: 1 live set, 2 the entity's total. ARGV: 1 now (ms), 2 live window (ms).
+SWEEP = """
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+local viewers = redis.call('ZCARD', KEYS[1])
+local state = redis.call('HMGET', KEYS[2], 'lv', 'v')
+if not state[1] or tonumber(state[1]) == viewers then return false end
+local version = math.max((tonumber(state[2]) or 0) + 1, now)
+redis.call('HSET', KEYS[2], 'lv', viewers, 'v', version)
+return {viewers, version}
+"""
+
+# KEYS: 1 dirty set, then the counters copied. ARGV: per counter token, id, n, peak as read.
+FORGET_COPIED = """
+for i = 2, #KEYS do
+  local j = (i - 2) * 4
+  local now = redis.call('HMGET', KEYS[i], 'id', 'n', 'peak')
+  if not now[1] or (now[1] == ARGV[j + 2] and now[2] == ARGV[j + 3] and now[3] == ARGV[j + 4]) then
+    redis.call('SREM', KEYS[1], ARGV[j + 1])
+  end
+end
+return redis.call('SCARD', KEYS[1])
+"""
+
+
+@dataclass(frozen=True)
+class LiveCount:
+    viewers: int
+    changed: bool
+    version: int
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    # Which of total, minute, hour, day this heartbeat added one to.
+    counted: tuple[bool, bool, bool, bool]
+    stream: LiveCount
+    channel: LiveCount
+
+
+class SessionConflict(Exception):
+    pass
+
+
+class SessionChurnLimited(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    session_id: str
+    stream: Entity
+    address: str
+    played_ms: int
+    now_ms: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class CounterValue:
+    counter: Counter
+    generation: int
+    plays: int
+    peak: int
+
+
+# A counter's fields as read (None where the key is gone), to compare when forgetting it.
+RawCounter = tuple[bytes | None, bytes | None, bytes | None]
+
+
+class PlaybackScripts:
+    def __init__(self, redis: Redis, keys: KeySpace) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._claim = redis.register_script(CLAIM)
+        self._heartbeat = redis.register_script(HEARTBEAT)
+        self._sweep = redis.register_script(SWEEP)
+        self._forget = redis.register_script(FORGET_COPIED)
+
+    async def claim(self, session_id: str, media_id: int, ttl_seconds: int) -> bool:
+        """Bind the session id to its media (across all channels); False if it belongs to another."""
+        return bool(await self._claim(keys=[session_claim_key(self.keys, session_id)], args=[media_id, ttl_seconds]))
+
+    async def heartbeat(
+        self,
+        beat: Heartbeat,
+        *,
+        live_window_ms: int,
+        session_ttl_seconds: int,
+        churn_limit: int,
+        churn_window_seconds: int = 60,
+    ) -> HeartbeatResult:
+        stream = beat.stream
+        channel = Entity.of_channel(stream.channel)
+        indexes = [bucket_index(beat.played_ms, g) for g in GRANULARITIES]
+        keys = [
+            session_key(self.keys, stream.channel, beat.session_id),
+            churn_key(self.keys, stream.channel, beat.address),
+            dirty_key(self.keys, stream.channel),
+        ]
+        args: list[str | int] = [
+            beat.session_id,
+            stream.id,
+            *indexes,
+            beat.now_ms,
+            live_window_ms,
+            beat.generation,
+            session_ttl_seconds,
+            churn_limit,
+            churn_window_seconds,
+        ]
+        for entity in (stream, channel):
+            counters = [Counter(entity), *(Counter(entity, g, i) for g, i in zip(GRANULARITIES, indexes, strict=True))]
+            keys += [counter_key(self.keys, counters[0]), live_key(self.keys, entity)]
+            keys += [counter_key(self.keys, counter) for counter in counters[1:]]
+            for counter in counters:
+                args += [counter.token, counter.retention_seconds]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._heartbeat(keys=keys, args=args, client=pipe)
+            # Outside the script (another slot): the roll-up's index of channels to visit.
+            pipe.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms}, nx=True)
+            reply, _ = await pipe.execute()
+        status = reply[0].decode()
+        if status == "conflict":
+            raise SessionConflict()
+        if status == "limited":
+            raise SessionChurnLimited(max(int(reply[1]), 1))
+        flags = tuple(bool(flag) for flag in reply[1:5])
+        return HeartbeatResult(
+            counted=(flags[0], flags[1], flags[2], flags[3]),
+            stream=LiveCount(int(reply[5]), bool(reply[6]), int(reply[7])),
+            channel=LiveCount(int(reply[8]), bool(reply[9]), int(reply[10])),
+        )
+
+    async def sweep(self, entities: Sequence[Entity], *, now_ms: int, live_window_ms: int) -> list[LiveCount | None]:
+        """Drop expired sessions from each entity's live set; the new count where it changed."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for entity in entities:
+                await self._sweep(
+                    keys=[live_key(self.keys, entity), counter_key(self.keys, Counter(entity))],
+                    args=[now_ms, live_window_ms],
+                    client=pipe,
+                )
+            replies = await pipe.execute()
+        return [None if not reply else LiveCount(int(reply[0]), True, int(reply[1])) for reply in replies]
+
+    async def read_raw(self, counters: Sequence[Counter]) -> list[RawCounter]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for counter in counters:
+                pipe.hmget(counter_key(self.keys, counter), "id", "n", "peak")
+            return [tuple(reply) for reply in await pipe.execute()]
+
+    async def read(self, counters: Sequence[Counter]) -> list[CounterValue | None]:
+        return [value_of(counter, raw) for counter, raw in zip(counters, await self.read_raw(counters), strict=True)]
+
+    async def forget_copied(self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]) -> int:
+        """Remove copied counters from the channel's dirty set unless they changed since; how many remain."""
+        keys = [dirty_key(self.keys, channel_id), *(counter_key(self.keys, counter) for counter, _ in copied)]
+        args: list[bytes | str] = []
+        for counter, raw in copied:
+            args += [counter.token, *(field or b"" for field in raw)]
+        return int(await self._forget(keys=keys, args=args))
+
+
+def value_of(counter: Counter, raw: RawCounter) -> CounterValue | None:
+    generation, plays, peak = raw
+    if generation is None:
+        return None
+    return CounterValue(counter, int(generation), int(plays or 0), int(peak or 0))

@@ -1,0 +1,303 @@
+"""Live playback statistics: heartbeats, per-stream and per-channel figures, live viewer counts.
+
+A player reports every 5 s while playing. The media is the stream and its uploader the
+channel. Buckets are UTC minutes, hours and days; a heartbeat counts in them at the time
+the player says it played (`at`, bounded by the server clock), and keeps its session
+live by the server clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+
+from redis.exceptions import RedisError
+from sqlalchemy import select
+from sqlmodel import col
+
+from mediagraph.context import Context
+from mediagraph.dataloaders.playback import Figures, PlaybackTotalByEntityLoader, merge
+from mediagraph.dataloaders.users import UserByIdLoader
+from mediagraph.db.playback import PlaybackBucket
+from mediagraph.errors import BadUserInput, Conflict, NotFound, RateLimited
+from mediagraph.keys.playback import (
+    RETENTION_SECONDS,
+    Counter,
+    Entity,
+    Granularity,
+    bucket_index,
+    bucket_start,
+    counter_key,
+    live_channel,
+    live_key,
+    to_ms,
+    watched_key,
+    watched_member,
+)
+from mediagraph.keys.playback_scripts import (
+    Heartbeat,
+    LiveCount,
+    PlaybackScripts,
+    SessionChurnLimited,
+    SessionConflict,
+)
+from mediagraph.resolvers.media import require_media
+from mediagraph.services import Services
+
+log = logging.getLogger(__name__)
+
+# Buckets one series may span, and how many it spans when `from` is left out.
+MAX_BUCKETS = {Granularity.MINUTE: 1440, Granularity.HOUR: 24 * 31, Granularity.DAY: 366}
+DEFAULT_BUCKETS = {Granularity.MINUTE: 60, Granularity.HOUR: 24, Granularity.DAY: 30}
+# A live subscription keeps its entity on the worker's sweep list for this long, renewed
+# a few times within it, so the worker pushes the drop when sessions expire.
+WATCH_LEASE_MS = 15_000
+
+
+class CountedIn(Enum):
+    TOTAL = "total"
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+
+@dataclass(frozen=True)
+class PlaybackReport:
+    session_id: uuid.UUID
+    media_id: int
+    counted_at: datetime
+    counted: list[CountedIn]
+    concurrent: int
+
+
+@dataclass(frozen=True)
+class BucketFigures:
+    start: datetime
+    end: datetime
+    plays: int
+    peak: int
+
+
+def _scripts(services: Services) -> PlaybackScripts:
+    return PlaybackScripts(services.redis, services.keys)
+
+
+def _played_at(context: Context, now: datetime, at: datetime | None) -> datetime:
+    """When the heartbeat counts: the player's `at`, which must be near the server clock."""
+    if at is None:
+        return now
+    settings = context.settings
+    if at.tzinfo is None:
+        raise BadUserInput("`at` needs a time zone, e.g. 2026-11-23T10:00:05Z.", argument="at")
+    if at > now + timedelta(seconds=settings.playback_max_clock_skew_seconds):
+        raise BadUserInput(
+            f"`at` is more than {settings.playback_max_clock_skew_seconds} s ahead of the server clock.",
+            argument="at",
+        )
+    if at < now - timedelta(seconds=settings.playback_max_heartbeat_age_seconds):
+        raise BadUserInput(
+            f"`at` is more than {settings.playback_max_heartbeat_age_seconds} s in the past; "
+            "stale heartbeats are not counted.",
+            argument="at",
+        )
+    # A player clock slightly ahead never counts into a bucket the server has not reached.
+    return min(at, now)
+
+
+async def report_playback(
+    context: Context, *, session_id: uuid.UUID, media_id: int, at: datetime | None
+) -> PlaybackReport:
+    if session_id.int == 0:
+        raise BadUserInput("`sessionId` must be a random UUID, not the nil UUID.", argument="sessionId")
+    services = context.services
+    settings = context.settings
+    now = services.clock()
+    played_at = _played_at(context, now, at)
+    media = await require_media(context, media_id)
+    stream = Entity.stream(media.id, media.owner_id)
+    session = str(session_id)
+    scripts = _scripts(services)
+    session_ttl = settings.playback_session_idle_hours * 3600
+    if not await scripts.claim(session, media.id, session_ttl):
+        raise Conflict("This session id is already playing another media; start a new session.", argument="sessionId")
+    beat = Heartbeat(
+        session_id=session,
+        stream=stream,
+        address=context.client_address,
+        played_ms=to_ms(played_at),
+        now_ms=to_ms(now),
+        generation=services.ids.next_id(),
+    )
+    try:
+        result = await scripts.heartbeat(
+            beat,
+            live_window_ms=settings.playback_live_window_seconds * 1000,
+            session_ttl_seconds=session_ttl,
+            churn_limit=settings.playback_new_sessions_per_minute,
+        )
+    except SessionConflict:
+        raise Conflict("This session id is already playing another media; start a new session.") from None
+    except SessionChurnLimited as limited:
+        raise RateLimited("Too many new playback sessions; try again later.", retry_after=limited.retry_after) from None
+    await asyncio.gather(
+        _publish(services, stream, result.stream),
+        _publish(services, Entity.of_channel(stream.channel), result.channel),
+    )
+    kinds = (CountedIn.TOTAL, CountedIn.MINUTE, CountedIn.HOUR, CountedIn.DAY)
+    return PlaybackReport(
+        session_id=session_id,
+        media_id=media.id,
+        counted_at=played_at,
+        counted=[kind for kind, counted in zip(kinds, result.counted, strict=True) if counted],
+        concurrent=result.stream.viewers,
+    )
+
+
+async def _publish(services: Services, entity: Entity, live: LiveCount) -> None:
+    if live.changed:
+        await services.bus.publish(
+            live_channel(services.keys, entity), {"viewers": live.viewers, "version": live.version}
+        )
+
+
+async def stream_of(context: Context, media_id: int) -> Entity:
+    media = await require_media(context, media_id)
+    return Entity.stream(media.id, media.owner_id)
+
+
+async def channel_of(context: Context, user_id: int) -> Entity:
+    if await context.loader(UserByIdLoader).load(user_id) is None:
+        raise NotFound("No such user.")
+    return Entity.of_channel(user_id)
+
+
+async def total(context: Context, entity: Entity) -> int:
+    return await context.loader(PlaybackTotalByEntityLoader).load(entity)
+
+
+async def concurrent(context: Context, entity: Entity) -> int:
+    services = context.services
+    since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
+    return int(await services.redis.zcount(live_key(services.keys, entity), since, "+inf"))
+
+
+def _bucket_range(
+    context: Context, granularity: Granularity, start: datetime | None, end: datetime | None
+) -> tuple[int, int]:
+    """First and past-the-last bucket index covering [start, end)."""
+    for name, moment in (("from", start), ("to", end)):
+        if moment is not None and moment.tzinfo is None:
+            raise BadUserInput(f"`{name}` needs a time zone, e.g. 2026-11-23T10:00:00Z.", argument=name)
+    if start is not None and end is not None and end <= start:
+        raise BadUserInput("`from` must be before `to`.", argument="from")
+    period_ms = granularity.seconds * 1000
+    last = (
+        -(-to_ms(end) // period_ms)
+        if end is not None
+        else bucket_index(to_ms(context.services.clock()), granularity) + 1
+    )
+    first = bucket_index(to_ms(start), granularity) if start is not None else last - DEFAULT_BUCKETS[granularity]
+    if first >= last:
+        raise BadUserInput("`from` must be before `to`.", argument="from")
+    if last - first > MAX_BUCKETS[granularity]:
+        raise BadUserInput(
+            f"A {granularity.value} series spans at most {MAX_BUCKETS[granularity]} buckets; narrow `from`..`to`.",
+            argument="from",
+        )
+    return first, last
+
+
+async def series(
+    context: Context, entity: Entity, *, granularity: Granularity, start: datetime | None, end: datetime | None
+) -> list[BucketFigures]:
+    """Every bucket from `start` to `end`, empty ones as zero."""
+    first, last = _bucket_range(context, granularity, start, end)
+    services = context.services
+    async with context.db.use() as session:
+        rows = await session.execute(
+            select(
+                col(PlaybackBucket.bucket_start),
+                col(PlaybackBucket.generation),
+                col(PlaybackBucket.plays),
+                col(PlaybackBucket.peak),
+            ).where(
+                col(PlaybackBucket.entity_kind) == entity.kind.value,
+                col(PlaybackBucket.entity_id) == entity.id,
+                col(PlaybackBucket.granularity) == granularity.value,
+                col(PlaybackBucket.bucket_start) >= bucket_start(first, granularity),
+                col(PlaybackBucket.bucket_start) < bucket_start(last, granularity),
+            )
+        )
+        durable: dict[datetime, list[tuple[int, int, int]]] = {}
+        for started, generation, plays, peak in rows:
+            durable.setdefault(started, []).append((generation, plays, peak))
+    # Redis only still holds buckets younger than their retention.
+    oldest_held = bucket_index(to_ms(services.clock()) - RETENTION_SECONDS[granularity] * 1000, granularity)
+    held = [Counter(entity, granularity, index) for index in range(max(first, oldest_held), last)]
+    live = {value.counter.index: value for value in await _scripts(services).read(held) if value is not None}
+    figures: list[BucketFigures] = []
+    for index in range(first, last):
+        started = bucket_start(index, granularity)
+        merged: Figures = merge(durable.get(started, []), live.get(index))
+        figures.append(BucketFigures(started, bucket_start(index + 1, granularity), merged.plays, merged.peak))
+    return figures
+
+
+async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
+    """The entity's concurrent viewers now, then each change, at most once a second."""
+    services = context.services
+    channel = live_channel(services.keys, entity)
+    async with services.bus.subscribe(channel, keep=1, min_interval=1.0) as events, _watching(services, entity):
+        viewers, version = await _live_snapshot(context, entity)
+        yield viewers
+        async for payload in events:
+            # Heartbeats on several processes publish concurrently; only newer states count.
+            if payload["version"] <= version:
+                continue
+            version = payload["version"]
+            if payload["viewers"] != viewers:
+                viewers = payload["viewers"]
+                yield viewers
+
+
+async def _live_snapshot(context: Context, entity: Entity) -> tuple[int, int]:
+    services = context.services
+    since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
+    # One transaction, so the version matches the count it is read with.
+    async with services.redis.pipeline(transaction=True) as pipe:
+        pipe.hget(counter_key(services.keys, Counter(entity)), "v")
+        pipe.zcount(live_key(services.keys, entity), since, "+inf")
+        version, viewers = await pipe.execute()
+    return int(viewers), int(version or 0)
+
+
+@contextlib.asynccontextmanager
+async def _watching(services: Services, entity: Entity) -> AsyncIterator[None]:
+    """Keep the entity on the worker's sweep list while the subscription lives."""
+    key, member = watched_key(services.keys), watched_member(entity)
+
+    async def renew() -> None:
+        await services.redis.zadd(key, {member: to_ms(services.clock()) + WATCH_LEASE_MS})
+
+    async def keep_renewing() -> None:
+        while True:
+            await asyncio.sleep(WATCH_LEASE_MS / 3000)
+            try:
+                await renew()
+            except RedisError as error:
+                log.warning("could not renew the live-viewers lease of %s: %s", member, error)
+
+    await renew()
+    task = asyncio.create_task(keep_renewing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import Annotated
+
+import strawberry
+from strawberry.types import Info
+
+from mediagraph.context import Context
+from mediagraph.ids import decode_id, to_global_id
+from mediagraph.keys.playback import Entity, Granularity
+from mediagraph.resolvers import playback as resolvers
+from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
+
+GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")
+CountedInEnum = strawberry.enum(
+    CountedIn, name="PlaybackCount", description="A count a heartbeat can add one to: the all-time total or a bucket."
+)
+
+
+@strawberry.type(description="A heartbeat as counted.")
+class PlaybackHeartbeat:
+    session_id: uuid.UUID
+    media_id: strawberry.ID
+    counted_at: datetime = strawberry.field(description="The time the heartbeat counted at (its `at`, or now).")
+    counted: list[CountedInEnum] = strawberry.field(  # type: ignore[valid-type]
+        description="The counts this heartbeat added one to; empty when its session had already counted in them all."
+    )
+    concurrent: int = strawberry.field(description="The stream's concurrent viewers, this session included.")
+
+    @classmethod
+    def from_report(cls, report: PlaybackReport) -> PlaybackHeartbeat:
+        return cls(
+            session_id=report.session_id,
+            media_id=strawberry.ID(to_global_id("Media", report.media_id)),
+            counted_at=report.counted_at,
+            counted=report.counted,
+            concurrent=report.concurrent,
+        )
+
+
+@strawberry.type(description="Plays started and peak concurrent viewers in one UTC bucket [start, end).")
+class PlaybackBucket:
+    start: datetime
+    end: datetime
+    count: int = strawberry.field(description="Sessions that played in the bucket, each counted once.")
+    peak: int = strawberry.field(description="The most concurrent viewers seen in the bucket.")
+
+    @classmethod
+    def from_figures(cls, figures: BucketFigures) -> PlaybackBucket:
+        return cls(start=figures.start, end=figures.end, count=figures.plays, peak=figures.peak)
+
+
+@strawberry.type(description="Playback statistics of a stream (a media) or a channel (an uploader's media together).")
+class PlaybackStats:
+    entity: strawberry.Private[Entity]
+
+    @strawberry.field(description="Plays ever started (sessions). A Float: it may exceed 2^31.")
+    async def total(self, info: Info[Context, None]) -> float:
+        return await resolvers.total(info.context, self.entity)
+
+    @strawberry.field(description="Sessions that sent a heartbeat within the live window (15 s).")
+    async def concurrent(self, info: Info[Context, None]) -> int:
+        return await resolvers.concurrent(info.context, self.entity)
+
+    @strawberry.field(
+        description=(
+            "Every bucket in [from, to), empty ones as zero. `to` defaults to the end of the current bucket and "
+            "`from` to 60 minutes, 24 hours or 30 days before it; at most 1440 minutes, 744 hours or 366 days."
+        )
+    )
+    async def series(
+        self,
+        info: Info[Context, None],
+        granularity: GranularityEnum,  # type: ignore[valid-type]
+        from_: Annotated[datetime | None, strawberry.argument(name="from")] = None,
+        to: datetime | None = None,
+    ) -> list[PlaybackBucket]:
+        figures = await resolvers.series(info.context, self.entity, granularity=granularity, start=from_, end=to)
+        return [PlaybackBucket.from_figures(bucket) for bucket in figures]
+
+
+@strawberry.type
+class PlaybackQueries:
+    @strawberry.field(description="Playback statistics of one media (the stream).")
+    async def playback_stats(self, info: Info[Context, None], media_id: strawberry.ID) -> PlaybackStats:
+        return PlaybackStats(entity=await resolvers.stream_of(info.context, decode_id(media_id, "Media")))
+
+    @strawberry.field(description="Playback statistics of everything a user uploaded (the channel).")
+    async def channel_stats(self, info: Info[Context, None], user_id: strawberry.ID) -> PlaybackStats:
+        return PlaybackStats(entity=await resolvers.channel_of(info.context, decode_id(user_id, "User")))
+
+
+@strawberry.type
+class PlaybackMutations:
+    @strawberry.mutation(
+        description=(
+            "Report playback: players call it every 5 s while playing, with one random `sessionId` per playback. "
+            "`at` is when the player played (default: now); it may lead the server clock by at most 30 s and trail "
+            "it by at most 60 s."
+        )
+    )
+    async def report_playback(
+        self, info: Info[Context, None], session_id: uuid.UUID, media_id: strawberry.ID, at: datetime | None = None
+    ) -> PlaybackHeartbeat:
+        report = await resolvers.report_playback(
+            info.context, session_id=session_id, media_id=decode_id(media_id, "Media"), at=at
+        )
+        return PlaybackHeartbeat.from_report(report)
+
+
+@strawberry.type
+class PlaybackSubscriptions:
+    @strawberry.subscription(
+        description="A media's concurrent viewers now, then on every change, at most once a second."
+    )
+    async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[int, None]:
+        entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
+        async for viewers in resolvers.live_viewers(info.context, entity):
+            yield viewers
+
+    @strawberry.subscription(
+        description="A channel's concurrent viewers now, then on every change, at most once a second."
+    )
+    async def live_channel_viewers(
+        self, info: Info[Context, None], user_id: strawberry.ID
+    ) -> AsyncGenerator[int, None]:
+        entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
+        async for viewers in resolvers.live_viewers(info.context, entity):
+            yield viewers

@@ -1,0 +1,200 @@
+"""Playback roll-up and live-count sweep.
+
+Roll-up: channels with changed counters wait in an index; each visit copies the current
+values of the channel's dirty counters into PostgreSQL (absolute values, GREATEST, so a
+visit repeated after a crash, or two workers visiting at once, change nothing), then
+forgets the counters that did not change meanwhile. A channel leaves the index only
+when nothing of it is dirty, and is put back if a heartbeat dirtied it in between.
+
+Sweep: sessions expire without anyone sending anything, so once a second the worker
+drops expired sessions of every entity a live subscription watches and publishes the
+counts that fell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Table, func
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel import SQLModel
+
+from mediagraph.db.base import utcnow
+from mediagraph.db.playback import PlaybackBucket, PlaybackTotal
+from mediagraph.keys.playback import (
+    Counter,
+    bucket_start,
+    channel_of_dirty_key,
+    dirty_index_key,
+    dirty_key,
+    dirty_pattern,
+    entity_of_watched,
+    live_channel,
+    to_ms,
+    watched_key,
+)
+from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts, RawCounter, value_of
+from mediagraph.services import Services
+
+NAME = "playback"
+
+log = logging.getLogger(__name__)
+
+CHANNELS_PER_VISIT = 200
+ROWS_PER_STATEMENT = 1000
+SWEEP_INTERVAL_SECONDS = 1.0
+SWEEP_BATCH = 500
+# A worker killed between taking a channel off the index and checking it again could
+# strand dirty counters; a scan for such channels runs at start and now and then.
+REPAIR_INTERVAL_SECONDS = 600.0
+
+
+async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT) -> int:
+    """Visit up to `channels` dirty channels, oldest first; returns how many were visited."""
+    redis, keys = services.redis, services.keys
+    index = dirty_index_key(keys)
+    members = cast(list[bytes], await redis.zrange(index, 0, channels - 1))
+    visiting = [int(member) for member in members]
+    if not visiting:
+        return 0
+    async with redis.pipeline(transaction=False) as pipe:
+        for channel_id in visiting:
+            pipe.smembers(dirty_key(keys, channel_id))
+        tokens = await pipe.execute()
+    dirty = {
+        channel_id: [Counter.from_token(channel_id, token.decode()) for token in sorted(members)]
+        for channel_id, members in zip(visiting, tokens, strict=True)
+    }
+    scripts = PlaybackScripts(redis, keys)
+    counters = [counter for channel_counters in dirty.values() for counter in channel_counters]
+    raw = dict(zip(counters, await scripts.read_raw(counters), strict=True))
+    await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
+    for channel_id, channel_counters in dirty.items():
+        copied: list[tuple[Counter, RawCounter]] = [(counter, raw[counter]) for counter in channel_counters]
+        if await scripts.forget_copied(channel_id, copied) == 0:
+            await _leave_index(services, channel_id)
+    return len(visiting)
+
+
+async def _leave_index(services: Services, channel_id: int) -> None:
+    redis, keys = services.redis, services.keys
+    await redis.zrem(dirty_index_key(keys), str(channel_id))
+    # A heartbeat may have dirtied the channel after it was checked clean; its own index
+    # entry could have landed before the removal above.
+    if await redis.scard(dirty_key(keys, channel_id)):
+        await redis.zadd(dirty_index_key(keys), {str(channel_id): to_ms(services.clock())}, nx=True)
+
+
+async def store(values: Sequence[CounterValue], services: Services) -> None:
+    """Write counter values into PostgreSQL; never lowers what is there."""
+    now = utcnow()
+    totals: list[dict[str, Any]] = []
+    buckets: list[dict[str, Any]] = []
+    for value in values:
+        entity = value.counter.entity
+        row: dict[str, Any] = {
+            "entity_kind": entity.kind.value,
+            "entity_id": entity.id,
+            "generation": value.generation,
+            "plays": value.plays,
+            "updated_at": now,
+        }
+        granularity = value.counter.granularity
+        if granularity is None:
+            totals.append(row)
+        else:
+            row |= {
+                "granularity": granularity.value,
+                "bucket_start": bucket_start(value.counter.index, granularity),
+                "peak": value.peak,
+            }
+            buckets.append(row)
+    if not totals and not buckets:
+        return
+    async with services.databases.main_session() as session:
+        await _upsert(session, _table(PlaybackTotal), totals, grows=("plays",))
+        await _upsert(session, _table(PlaybackBucket), buckets, grows=("plays", "peak"))
+        await session.commit()
+
+
+def _table(model: type[SQLModel]) -> Table:
+    return cast(Table, model.__table__)  # type: ignore[attr-defined]
+
+
+async def _upsert(session: AsyncSession, table: Table, rows: list[dict[str, Any]], *, grows: tuple[str, ...]) -> None:
+    primary_key = [column.name for column in table.primary_key.columns]
+    # One order for every writer, so concurrent roll-ups wait on each other's rows
+    # instead of deadlocking.
+    rows.sort(key=lambda row: tuple(row[name] for name in primary_key))
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        statement = insert(table).values(rows[start : start + ROWS_PER_STATEMENT])
+        update = {name: func.greatest(table.c[name], statement.excluded[name]) for name in grows}
+        await session.execute(
+            statement.on_conflict_do_update(
+                index_elements=primary_key, set_={**update, "updated_at": statement.excluded.updated_at}
+            )
+        )
+
+
+async def sweep_once(services: Services) -> int:
+    """Publish the live counts that fell since the last sweep; returns how many entities were swept."""
+    redis, keys, settings = services.redis, services.keys, services.settings
+    now_ms = to_ms(services.clock())
+    watched = watched_key(keys)
+    await redis.zremrangebyscore(watched, "-inf", f"({now_ms}")
+    members = cast(list[bytes], await redis.zrange(watched, 0, -1))
+    entities = [entity_of_watched(member.decode()) for member in members]
+    scripts = PlaybackScripts(redis, keys)
+    for start in range(0, len(entities), SWEEP_BATCH):
+        batch = entities[start : start + SWEEP_BATCH]
+        counts = await scripts.sweep(batch, now_ms=now_ms, live_window_ms=settings.playback_live_window_seconds * 1000)
+        for entity, count in zip(batch, counts, strict=True):
+            if count is not None:
+                await services.bus.publish(
+                    live_channel(keys, entity), {"viewers": count.viewers, "version": count.version}
+                )
+    return len(entities)
+
+
+async def repair_index(services: Services) -> int:
+    """Put back on the index every channel with dirty counters; returns how many were missing."""
+    redis, keys = services.redis, services.keys
+    index = dirty_index_key(keys)
+    repaired = 0
+    async for key in redis.scan_iter(match=dirty_pattern(keys), count=1000):
+        channel_id = channel_of_dirty_key(keys, key.decode())
+        if await redis.scard(key) and await redis.zadd(index, {str(channel_id): to_ms(services.clock())}, nx=True):
+            repaired += 1
+    return repaired
+
+
+async def run(services: Services, stop: asyncio.Event) -> None:
+    interval = services.settings.playback_rollup_interval_seconds
+
+    async def roll_up() -> None:
+        while await roll_up_once(services) == CHANNELS_PER_VISIT:
+            pass
+
+    async def sweep() -> None:
+        await sweep_once(services)
+
+    async def repair() -> None:
+        if await repair_index(services):
+            log.warning("playback roll-up index was missing channels; restored")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_every(stop, REPAIR_INTERVAL_SECONDS, repair))
+        group.create_task(_every(stop, interval, roll_up))
+        group.create_task(_every(stop, SWEEP_INTERVAL_SECONDS, sweep))
+
+
+async def _every(stop: asyncio.Event, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+    while not stop.is_set():
+        await step()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
