@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+
+import httpx
+import pytest
+
+from tests.support.graphql import GraphQLClient, WebSocketClient
+from tests.support.playback import make_channel, new_session, report, stream_stats
+
+LIVE_VIEWERS = "subscription($media: ID!) { liveViewers(mediaId: $media) }"
+LIVE_CHANNEL_VIEWERS = "subscription($user: ID!) { liveChannelViewers(userId: $user) }"
+LIVE_WINDOW_SECONDS = 4
+
+
+@pytest.fixture(scope="module")
+def server(live_servers, settings) -> str:
+    # Workers on (their sweep notices sessions expiring), a short live window so the
+    # test waits seconds rather than 15, and keys of its own: this server runs on the
+    # real clock, the in-process tests on a fake one.
+    return live_servers.start(
+        MEDIAGRAPH_PLAYBACK_LIVE_WINDOW_SECONDS=str(LIVE_WINDOW_SECONDS),
+        MEDIAGRAPH_REDIS_PREFIX=f"{settings.redis_prefix}live:",
+    )
+
+
+@pytest.fixture
+async def api(server):
+    async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        yield GraphQLClient(http)
+
+
+@pytest.fixture
+async def socket(server):
+    client = await WebSocketClient.connect(server.replace("http://", "ws://") + "/graphql")
+    assert (await client.receive())["type"] == "connection_ack"
+    yield client
+    await client.close()
+
+
+class Players:
+    """Players heartbeating in the background, each session again and again."""
+
+    def __init__(self, api: GraphQLClient) -> None:
+        self.api = api
+        self.sessions: list[tuple[str, str]] = []
+
+    def start(self, media_id: str, count: int) -> None:
+        self.sessions += [(new_session(), media_id) for _ in range(count)]
+
+    async def run(self) -> None:
+        while True:
+            for session, media_id in list(self.sessions):
+                await report(self.api, session, media_id)
+            await asyncio.sleep(0.3)
+
+
+@contextlib.asynccontextmanager
+async def players(api):
+    group = Players(api)
+    task = asyncio.create_task(group.run())
+    try:
+        yield group
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def pushes_until(client, operation, field, expected):
+    """The values pushed on `operation` up to and including `expected` (within 30 s)."""
+    values = []
+    deadline = time.monotonic() + 30
+    while not values or values[-1] != expected:
+        message = await client.receive(timeout=max(deadline - time.monotonic(), 0.1))
+        assert message["id"] == operation
+        assert message["type"] == "next", message
+        values.append(message["payload"]["data"][field])
+    return values
+
+
+async def test_live_viewers_pushes_joins_and_the_drop_when_sessions_expire(api, socket):
+    channel = await make_channel(api, api.http)
+    media_id = channel.media[0]["id"]
+    operation = await socket.subscribe(LIVE_VIEWERS, {"media": media_id})
+    assert await pushes_until(socket, operation, "liveViewers", 0) == [0]
+
+    async with players(api) as group:
+        group.start(media_id, 3)
+        climb = await pushes_until(socket, operation, "liveViewers", 3)
+        assert climb == sorted(climb)
+    # Nobody reports any more: once the window passes, the worker's sweep pushes the drop.
+    assert (await pushes_until(socket, operation, "liveViewers", 0))[-1] == 0
+    assert (await stream_stats(api, media_id))["concurrent"] == 0
+
+
+async def test_a_burst_of_joins_is_coalesced_to_at_most_one_push_a_second(api, socket):
+    channel = await make_channel(api, api.http)
+    media_id = channel.media[0]["id"]
+    operation = await socket.subscribe(LIVE_VIEWERS, {"media": media_id})
+    await pushes_until(socket, operation, "liveViewers", 0)
+
+    async with players(api) as group:
+        started = time.monotonic()
+        group.start(media_id, 12)
+        pushed = await pushes_until(socket, operation, "liveViewers", 12)
+        elapsed = time.monotonic() - started
+    assert pushed == sorted(pushed)
+    assert len(pushed) <= math.floor(elapsed) + 1, (pushed, elapsed)
+    assert len(pushed) < 12
+
+
+async def test_live_channel_viewers_counts_sessions_on_all_the_channels_media(api, socket):
+    channel = await make_channel(api, api.http, media=2)
+    operation = await socket.subscribe(LIVE_CHANNEL_VIEWERS, {"user": channel.user["id"]})
+    await pushes_until(socket, operation, "liveChannelViewers", 0)
+
+    async with players(api) as group:
+        group.start(channel.media[0]["id"], 2)
+        group.start(channel.media[1]["id"], 1)
+        await pushes_until(socket, operation, "liveChannelViewers", 3)
+        assert (await stream_stats(api, channel.media[1]["id"]))["concurrent"] == 1
+    await pushes_until(socket, operation, "liveChannelViewers", 0)
+
+
+async def test_live_viewers_of_unknown_media_is_not_found(socket):
+    operation = await socket.subscribe(LIVE_VIEWERS, {"media": "TWVkaWE6OTk5OTk5OTk5OQ"})
+    message = await socket.receive()
+    assert message["id"] == operation
+    assert message["payload"]["errors"][0]["extensions"]["code"] == "NOT_FOUND"

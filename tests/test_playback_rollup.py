@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlmodel import col
+
+from mediagraph.db.playback import PlaybackBucket, PlaybackTotal
+from mediagraph.ids import decode_id
+from mediagraph.keys.playback import Counter, Entity, Granularity, bucket_index, dirty_index_key, domain_pattern, to_ms
+from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts
+from mediagraph.workers import playback as worker
+from tests.support.playback import (
+    ReferenceModel,
+    channel_stats,
+    counts,
+    make_channel,
+    new_session,
+    peaks,
+    report,
+    stream_stats,
+)
+
+GRANULARITIES = ("MINUTE", "HOUR", "DAY")
+MARGIN = {"MINUTE": timedelta(minutes=1), "HOUR": timedelta(hours=1), "DAY": timedelta(days=1)}
+
+
+async def forget_redis(services) -> None:
+    """Redis loses everything of the domain (this run's prefix only)."""
+    async for key in services.redis.scan_iter(match=domain_pattern(services.keys), count=1000):
+        await services.redis.delete(key)
+
+
+async def roll_up_everything(services) -> None:
+    for _ in range(100):
+        if await worker.roll_up_once(services) == 0:
+            return
+    raise AssertionError("the roll-up never ran out of dirty channels")
+
+
+async def figures(gql, channel, first, last):
+    """Every figure the API shows for the channel and its streams around [first, last]."""
+    seen = {}
+    for granularity in GRANULARITIES:
+        start, end = first - MARGIN[granularity], last + MARGIN[granularity]
+        for media in channel.media:
+            stats = await stream_stats(gql, media["id"], granularity, start, end)
+            seen[(media["id"], granularity)] = (stats["total"], counts(stats["series"]), peaks(stats["series"]))
+        stats = await channel_stats(gql, channel.user["id"], granularity, start, end)
+        seen[("channel", granularity)] = (stats["total"], counts(stats["series"]), peaks(stats["series"]))
+    return seen
+
+
+async def watch(gql, clock, channel, model, *, start, seconds, sessions, step=5):
+    """Each session heartbeats every `step` s on the channel's streams, in turn."""
+    for offset in range(0, seconds, step):
+        for n, session in enumerate(sessions):
+            stream = n % len(channel.media)
+            clock.set(start + timedelta(seconds=offset, milliseconds=n))
+            await report(gql, session, channel.media[stream]["id"])
+            model.heartbeat(session, entities=[f"s{stream}", "channel"], at=clock.now)
+
+
+async def test_rolled_up_figures_survive_redis_forgetting_everything(gql, http, clock, services):
+    channel = await make_channel(gql, http, media=2)
+    model = ReferenceModel()
+    start = datetime(2031, 5, 1, 23, 59, 30, tzinfo=UTC)
+    await watch(gql, clock, channel, model, start=start, seconds=60, sessions=[new_session() for _ in range(3)])
+    before = await figures(gql, channel, start, clock.now)
+
+    await roll_up_everything(services)
+    await forget_redis(services)
+
+    assert await figures(gql, channel, start, clock.now) == before
+    window = (start - timedelta(days=1), clock.now + timedelta(days=1))
+    days = await channel_stats(gql, channel.user["id"], "DAY", *window)
+    assert counts(days["series"]) == model.series("channel", "DAY", *window)
+    assert days["total"] == model.total("channel") == 3
+    async with services.databases.main_session() as session:
+        stream_id = decode_id(channel.media[0]["id"], "Media")
+        rows = (
+            await session.execute(
+                select(PlaybackBucket).where(
+                    col(PlaybackBucket.entity_id) == stream_id, col(PlaybackBucket.granularity) == "day"
+                )
+            )
+        ).scalars()
+        assert sorted((row.bucket_start.day, row.plays, row.peak) for row in rows) == [(1, 2, 2), (2, 2, 2)]
+
+
+async def test_counting_after_redis_forgets_adds_to_what_postgres_holds(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    clock.set(datetime(2031, 5, 2, 10, 0, 5, tzinfo=UTC))
+    for _ in range(2):
+        await report(gql, new_session(), media_id)
+    await roll_up_everything(services)
+    await forget_redis(services)
+
+    clock.advance(5)
+    late_joiner = await report(gql, new_session(), media_id)
+    assert late_joiner["concurrent"] == 1, "live sessions are Redis state and went with it"
+    stats = await stream_stats(gql, media_id, "MINUTE", clock.now, clock.now + timedelta(seconds=1))
+    assert (stats["total"], counts(stats["series"])[0][1]) == (3, 3), "PostgreSQL's generation plus Redis's new one"
+
+    await roll_up_everything(services)
+    async with services.databases.main_session() as session:
+        rows = (
+            await session.execute(
+                select(PlaybackTotal).where(col(PlaybackTotal.entity_id) == decode_id(media_id, "Media"))
+            )
+        ).scalars()
+        assert sorted(row.plays for row in rows) == [1, 2], "one row per Redis generation"
+    await forget_redis(services)
+    stats = await stream_stats(gql, media_id, "MINUTE", clock.now, clock.now + timedelta(seconds=1))
+    assert (stats["total"], counts(stats["series"])[0][1]) == (3, 3)
+
+
+async def test_a_roll_up_that_dies_midway_or_runs_twice_counts_nothing_twice(gql, http, clock, services, monkeypatch):
+    channel = await make_channel(gql, http, media=2)
+    model = ReferenceModel()
+    start = datetime(2031, 5, 3, 12, 59, 40, tzinfo=UTC)
+    sessions = [new_session() for _ in range(4)]
+    await watch(gql, clock, channel, model, start=start, seconds=30, sessions=sessions)
+
+    async def crash(*args, **kwargs):
+        raise ConnectionError("worker killed after writing PostgreSQL")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(PlaybackScripts, "forget_copied", crash)
+        with pytest.raises(ConnectionError):
+            await worker.roll_up_once(services)
+    await watch(gql, clock, channel, model, start=start + timedelta(seconds=30), sessions=sessions, seconds=40)
+    await asyncio.gather(worker.roll_up_once(services), worker.roll_up_once(services))
+    await roll_up_everything(services)
+    await worker.roll_up_once(services)
+    await forget_redis(services)
+
+    for granularity in GRANULARITIES:
+        window = (start - MARGIN[granularity], clock.now + MARGIN[granularity])
+        for n, media in enumerate(channel.media):
+            stats = await stream_stats(gql, media["id"], granularity, *window)
+            assert counts(stats["series"]) == model.series(f"s{n}", granularity, *window), granularity
+            assert stats["total"] == model.total(f"s{n}") == 2
+        stats = await channel_stats(gql, channel.user["id"], granularity, *window)
+        assert counts(stats["series"]) == model.series("channel", granularity, *window), granularity
+
+
+async def test_an_older_copy_never_lowers_what_postgres_holds(gql, http, services):
+    channel = await make_channel(gql, http)
+    stream = Entity.stream(decode_id(channel.media[0]["id"], "Media"), decode_id(channel.user["id"], "User"))
+    minute = Counter(
+        stream, Granularity.MINUTE, bucket_index(to_ms(datetime(2031, 5, 4, tzinfo=UTC)), Granularity.MINUTE)
+    )
+    newer = [CounterValue(Counter(stream), 77, plays=9, peak=0), CounterValue(minute, 77, plays=5, peak=4)]
+    older = [CounterValue(Counter(stream), 77, plays=6, peak=0), CounterValue(minute, 77, plays=3, peak=2)]
+    await worker.store(newer, services)
+    await worker.store(older, services)
+    stats = await stream_stats(
+        gql, channel.media[0]["id"], "MINUTE", datetime(2031, 5, 4, tzinfo=UTC), datetime(2031, 5, 4, 0, 1, tzinfo=UTC)
+    )
+    assert stats["total"] == 9
+    assert stats["series"][0]["count"] == 5
+    assert stats["series"][0]["peak"] == 4
+
+
+async def test_a_channel_stranded_off_the_roll_up_index_is_found_again(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    clock.set(datetime(2031, 5, 5, 8, 0, tzinfo=UTC))
+    await report(gql, new_session(), media_id)
+    await services.redis.zrem(dirty_index_key(services.keys), str(decode_id(channel.user["id"], "User")))
+    await roll_up_everything(services)
+    await forget_redis(services)
+    assert (await stream_stats(gql, media_id))["total"] == 0, "nothing reached PostgreSQL"
+
+    clock.set(datetime(2031, 5, 5, 8, 0, tzinfo=UTC))
+    await report(gql, new_session(), media_id)
+    await services.redis.zrem(dirty_index_key(services.keys), str(decode_id(channel.user["id"], "User")))
+    assert await worker.repair_index(services) >= 1
+    await roll_up_everything(services)
+    await forget_redis(services)
+    assert (await stream_stats(gql, media_id))["total"] == 1
+
+
+async def test_the_worker_process_rolls_up_within_its_interval(gql, http, services, live_servers):
+    process = live_servers.spawn("worker", "playback", MEDIAGRAPH_PLAYBACK_ROLLUP_INTERVAL_SECONDS="0.2")
+    try:
+        channel = await make_channel(gql, http)
+        media_id = channel.media[0]["id"]
+        for _ in range(3):
+            await report(gql, new_session(), media_id)
+        stream_id = decode_id(media_id, "Media")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            async with services.databases.main_session() as session:
+                rows = (
+                    await session.execute(select(PlaybackTotal).where(col(PlaybackTotal.entity_id) == stream_id))
+                ).scalars()
+                if sum(row.plays for row in rows) == 3:
+                    break
+            assert process.poll() is None, "the worker exited"
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("the worker did not roll up within 60 s")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.returncode == 0, "the worker stops cleanly on SIGTERM"
