@@ -275,3 +275,30 @@ async def test_stats_of_unknown_media_or_user_are_not_found(gql):
 
 def _text(moment: datetime | str) -> str:
     return moment if isinstance(moment, str) else iso(moment)
+
+
+async def test_a_playing_session_reports_without_touching_the_database(gql, http, clock, count_queries):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    session = new_session()
+    clock.set(datetime(2031, 3, 14, 3, 0, tzinfo=UTC))
+    await report(gql, session, media_id)
+    count_queries.clear()
+    for _ in range(3):
+        clock.advance(5)
+        await report(gql, session, media_id)
+    assert count_queries == [], "the session's claim remembers its channel"
+
+
+async def test_stats_of_many_media_load_in_batches(gql, http, clock, count_queries):
+    channel = await make_channel(gql, http, media=3)
+    clock.set(datetime(2031, 3, 14, 2, 0, tzinfo=UTC))
+    for media in channel.media:
+        await report(gql, new_session(), media["id"])
+    aliases = " ".join(
+        f'm{n}: playbackStats(mediaId: "{media["id"]}") {{ total concurrent }}' for n, media in enumerate(channel.media)
+    )
+    count_queries.clear()
+    data = await gql.ok(f"query {{ {aliases} }}")
+    assert [data[f"m{n}"]["total"] for n in range(3)] == [1, 1, 1]
+    assert len(count_queries) == 2, count_queries  # the media, then their totals

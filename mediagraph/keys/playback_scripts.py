@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from mediagraph.keys import KeySpace
 from mediagraph.keys.playback import (
@@ -34,11 +36,20 @@ from mediagraph.keys.playback import (
     session_key,
 )
 
+# KEYS: 1 the session's claim. ARGV: 1 media id, 2 ttl, 3 the media's channel, or '' when
+# the caller has not looked it up. Returns {0} when the session belongs to another media,
+# {1, channel} when it is (now) this media's, {2} when unclaimed and no channel was given.
 CLAIM = """
-local owner = redis.call('GET', KEYS[1])
-if owner and owner ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1
+local claimed = redis.call('GET', KEYS[1])
+if claimed then
+  local media, channel = string.match(claimed, '^(%d+):(%d+)$')
+  if media ~= ARGV[1] then return {0} end
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  return {1, channel}
+end
+if ARGV[3] == '' then return {2} end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[3], 'EX', ARGV[2])
+return {1, ARGV[3]}
 """
 
 # KEYS: 1 session record, 2 churn counter, 3 dirty set, then per entity (stream, channel):
@@ -202,9 +213,25 @@ class PlaybackScripts:
         self._sweep = redis.register_script(SWEEP)
         self._forget = redis.register_script(FORGET_COPIED)
 
-    async def claim(self, session_id: str, media_id: int, ttl_seconds: int) -> bool:
-        """Bind the session id to its media (across all channels); False if it belongs to another."""
-        return bool(await self._claim(keys=[session_claim_key(self.keys, session_id)], args=[media_id, ttl_seconds]))
+    async def claimed_channel(self, session_id: str, media_id: int, ttl_seconds: int) -> int | None:
+        """The channel of the media a bound session plays (renewing the binding), or None
+        when the session is new: only a session's first heartbeat needs the media looked up."""
+        return await self._claim_script(session_id, media_id, ttl_seconds, "")
+
+    async def claim(self, session_id: str, media_id: int, ttl_seconds: int, *, channel_id: int) -> int:
+        """Bind a session id to its media across all channels; the channel it is bound with."""
+        channel = await self._claim_script(session_id, media_id, ttl_seconds, channel_id)
+        if channel is None:
+            raise AssertionError("a claim with a channel always binds or conflicts")
+        return channel
+
+    async def _claim_script(self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str) -> int | None:
+        reply = await self._claim(
+            keys=[session_claim_key(self.keys, session_id)], args=[media_id, ttl_seconds, channel]
+        )
+        if reply[0] == 0:
+            raise SessionConflict()
+        return int(reply[1]) if reply[0] == 1 else None
 
     async def heartbeat(
         self,
@@ -240,11 +267,7 @@ class PlaybackScripts:
             keys += [counter_key(self.keys, counter) for counter in counters[1:]]
             for counter in counters:
                 args += [counter.token, counter.retention_seconds]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            await self._heartbeat(keys=keys, args=args, client=pipe)
-            # Outside the script (another slot): the roll-up's index of channels to visit.
-            pipe.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms}, nx=True)
-            reply, _ = await pipe.execute()
+        reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms)
         status = reply[0].decode()
         if status == "conflict":
             raise SessionConflict()
@@ -256,6 +279,23 @@ class PlaybackScripts:
             stream=LiveCount(int(reply[5]), bool(reply[6]), int(reply[7])),
             channel=LiveCount(int(reply[8]), bool(reply[9]), int(reply[10])),
         )
+
+    async def _heartbeat_and_index(self, keys: list[str], args: list[str | int], channel_id: int, now_ms: int) -> Any:
+        # EVALSHA straight away: a pipeline running a registered script would first ask
+        # Redis whether it knows the script, a round trip on every heartbeat.
+        for attempt in range(2):
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.evalsha(self._heartbeat.sha, len(keys), *keys, *args)
+                    # Outside the script (another slot): the roll-up's index of channels to visit.
+                    pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, nx=True)
+                    reply, _ = await pipe.execute()
+                    return reply
+            except NoScriptError:
+                if attempt:
+                    raise
+                await self.redis.script_load(HEARTBEAT)
+        raise AssertionError("unreachable")
 
     async def sweep(self, entities: Sequence[Entity], *, now_ms: int, live_window_ms: int) -> list[LiveCount | None]:
         """Drop expired sessions from each entity's live set; the new count where it changed."""

@@ -58,6 +58,7 @@ DEFAULT_BUCKETS = {Granularity.MINUTE: 60, Granularity.HOUR: 24, Granularity.DAY
 # A live subscription keeps its entity on the worker's sweep list for this long, renewed
 # a few times within it, so the worker pushes the drop when sessions expire.
 WATCH_LEASE_MS = 15_000
+CONFLICT_MESSAGE = "This session id is already playing another media; start a new session."
 
 
 class CountedIn(Enum):
@@ -119,13 +120,19 @@ async def report_playback(
     settings = context.settings
     now = services.clock()
     played_at = _played_at(context, now, at)
-    media = await require_media(context, media_id)
-    stream = Entity.stream(media.id, media.owner_id)
     session = str(session_id)
     scripts = _scripts(services)
     session_ttl = settings.playback_session_idle_hours * 3600
-    if not await scripts.claim(session, media.id, session_ttl):
-        raise Conflict("This session id is already playing another media; start a new session.", argument="sessionId")
+    try:
+        # A session already playing this media skips the database; a new one needs the
+        # media to exist, and its uploader's id.
+        channel_id = await scripts.claimed_channel(session, media_id, session_ttl)
+        if channel_id is None:
+            media = await require_media(context, media_id)
+            channel_id = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
+    except SessionConflict:
+        raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
+    stream = Entity.stream(media_id, channel_id)
     beat = Heartbeat(
         session_id=session,
         stream=stream,
@@ -142,7 +149,7 @@ async def report_playback(
             churn_limit=settings.playback_new_sessions_per_minute,
         )
     except SessionConflict:
-        raise Conflict("This session id is already playing another media; start a new session.") from None
+        raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     except SessionChurnLimited as limited:
         raise RateLimited("Too many new playback sessions; try again later.", retry_after=limited.retry_after) from None
     await asyncio.gather(
@@ -152,7 +159,7 @@ async def report_playback(
     kinds = (CountedIn.TOTAL, CountedIn.MINUTE, CountedIn.HOUR, CountedIn.DAY)
     return PlaybackReport(
         session_id=session_id,
-        media_id=media.id,
+        media_id=media_id,
         counted_at=played_at,
         counted=[kind for kind, counted in zip(kinds, result.counted, strict=True) if counted],
         concurrent=result.stream.viewers,

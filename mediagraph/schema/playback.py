@@ -61,7 +61,7 @@ class PlaybackStats:
     async def total(self, info: Info[Context, None]) -> float:
         return await resolvers.total(info.context, self.entity)
 
-    @strawberry.field(description="Sessions that sent a heartbeat within the live window (15 s).")
+    @strawberry.field(description="Sessions heard from within the live window (15 s by default).")
     async def concurrent(self, info: Info[Context, None]) -> int:
         return await resolvers.concurrent(info.context, self.entity)
 
@@ -98,8 +98,8 @@ class PlaybackMutations:
     @strawberry.mutation(
         description=(
             "Report playback: players call it every 5 s while playing, with one random `sessionId` per playback. "
-            "`at` is when the player played (default: now); it may lead the server clock by at most 30 s and trail "
-            "it by at most 60 s."
+            "`at` is when the player played (default: now); by default it may lead the server clock by at most 30 s "
+            "and trail it by at most 60 s, or the heartbeat is refused and nothing is counted."
         )
     )
     async def report_playback(

@@ -1,0 +1,234 @@
+"""`mediagraph bench playback`: heartbeats per second through GraphQL.
+
+One run measures, side by side on the same data:
+- heartbeats as players send them, over HTTP to a real `mediagraph serve` process
+  (GraphQL, the media lookup, the session claim and the counting script): first
+  heartbeats of new sessions, then steady ones of sessions already counted;
+- the same two kinds through the Redis steps alone (claim and counting script, in
+  this process), so the ratio shows what the API around them costs;
+- the roll-up copying the resulting counters into PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import cast
+
+import httpx
+from sqlmodel import col, select
+
+from benchmarks.harness import WORK_DIR, Latency, bench_settings, console, report
+from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.media import Media
+from mediagraph.demo import load_demo
+from mediagraph.ids import to_global_id
+from mediagraph.keys.playback import Entity, dirty_index_key, dirty_key, to_ms
+from mediagraph.keys.playback_scripts import Heartbeat, PlaybackScripts
+from mediagraph.services import Services
+from mediagraph.settings import Settings
+from mediagraph.workers.playback import roll_up_once
+
+REPORT = """
+mutation($session: UUID!, $media: ID!) {
+  reportPlayback(sessionId: $session, mediaId: $media) { counted concurrent }
+}
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    seconds: float
+    latency: Latency
+
+    @property
+    def rate(self) -> float:
+        return self.latency.count / self.seconds if self.seconds else 0.0
+
+
+def run(*, heartbeats: int, concurrency: int, media: int, rounds: int) -> None:
+    with bench_settings("playback", playback_new_sessions_per_minute=1_000_000_000) as settings:
+        asyncio.run(_prepare(settings, media=media))
+        with _server(settings) as base_url:
+            runs, rolled = asyncio.run(
+                _measure(settings, base_url, heartbeats=heartbeats, concurrency=concurrency, rounds=rounds)
+            )
+    report(
+        f"Playback heartbeats: median of {rounds} rounds of {heartbeats:,} ({concurrency} concurrent, {media} media)",
+        ["path", "heartbeats/s", "p50 ms", "p99 ms"],
+        [(r.name, r.rate, r.latency.p50, r.latency.p99) for r in runs],
+    )
+    counters, seconds = rolled
+    report("Roll-up into PostgreSQL", ["counters", "seconds", "counters/s"], [(counters, seconds, counters / seconds)])
+    by_name = {r.name: r for r in runs}
+    report(
+        "Ratios",
+        ["comparison", "ratio"],
+        [
+            (
+                "GraphQL / Redis steps, new sessions",
+                _ratio(by_name, "GraphQL, new sessions", "Redis steps, new sessions"),
+            ),
+            ("GraphQL / Redis steps, steady", _ratio(by_name, "GraphQL, steady", "Redis steps, steady")),
+            ("GraphQL steady / GraphQL new sessions", _ratio(by_name, "GraphQL, steady", "GraphQL, new sessions")),
+        ],
+    )
+
+
+def _ratio(runs: dict[str, Run], numerator: str, denominator: str) -> float:
+    return runs[numerator].rate / runs[denominator].rate if runs[denominator].rate else 0.0
+
+
+def _endpoints(settings: Settings) -> Endpoints:
+    return Endpoints(settings.database_url, tuple(settings.shard_urls), settings.redis_url)
+
+
+async def _prepare(settings: Settings, *, media: int) -> None:
+    services = await Services.open(settings, _endpoints(settings))
+    try:
+        await load_demo(services, users=4, media=media)
+    finally:
+        await services.close()
+
+
+@contextmanager
+def _server(settings: Settings) -> Iterator[str]:
+    port = _free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
+    env |= _endpoints(settings).as_environment() | {
+        "MEDIAGRAPH_REDIS_PREFIX": settings.redis_prefix,
+        "MEDIAGRAPH_DATA_DIR": str(settings.data_dir),
+        "MEDIAGRAPH_SECRET_KEY": settings.secret_key,
+        "MEDIAGRAPH_PLAYBACK_NEW_SESSIONS_PER_MINUTE": str(settings.playback_new_sessions_per_minute),
+        "MEDIAGRAPH_NODE_ID": "1",
+    }
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    with (WORK_DIR / f"playback-server-{port}.log").open("wb") as log:
+        command = [sys.executable, "-m", "mediagraph", "serve", "--no-workers", "--port", str(port)]
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            _wait_ready(process, base_url)
+            yield base_url
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(process: subprocess.Popen[bytes], base_url: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("the server exited; see benchmarks/.work/playback-server-*.log")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the server did not become ready in 60 s")
+
+
+async def _measure(
+    settings: Settings, base_url: str, *, heartbeats: int, concurrency: int, rounds: int
+) -> tuple[list[Run], tuple[int, float]]:
+    services = await Services.open(settings, _endpoints(settings))
+    try:
+        async with services.databases.main_session() as session:
+            rows = (await session.execute(select(col(Media.id), col(Media.owner_id)).order_by(col(Media.id)))).all()
+        streams = [Entity.stream(media_id, owner_id) for media_id, owner_id in rows]
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as http:
+            paths = {"GraphQL": _graphql_beat(http), "Redis steps": _direct_beat(services)}
+            measured: dict[str, list[Run]] = {}
+            # The paths take turns, round after round, so a busy spell on a shared
+            # machine lands on all of them rather than on one.
+            for round_number in range(1, rounds + 1):
+                console.print(f"round {round_number} of {rounds}")
+                for name, beat in paths.items():
+                    sessions = [(str(uuid.uuid4()), streams[n % len(streams)]) for n in range(heartbeats)]
+                    for kind in ("new sessions", "steady"):
+                        run = await _timed(f"{name}, {kind}", sessions, beat, concurrency)
+                        measured.setdefault(run.name, []).append(run)
+        runs = [sorted(results, key=lambda run: run.rate)[len(results) // 2] for results in measured.values()]
+        return runs, await _timed_roll_up(services)
+    finally:
+        await services.close()
+
+
+Beat = Callable[[str, Entity], Awaitable[None]]
+
+
+def _graphql_beat(http: httpx.AsyncClient) -> Beat:
+    async def beat(session: str, stream: Entity) -> None:
+        variables = {"session": session, "media": to_global_id("Media", stream.id)}
+        response = await http.post("/graphql", json={"query": REPORT, "variables": variables})
+        body = response.json()
+        if body.get("errors"):
+            raise RuntimeError(body["errors"])
+
+    return beat
+
+
+def _direct_beat(services: Services) -> Beat:
+    scripts = PlaybackScripts(services.redis, services.keys)
+    settings = services.settings
+
+    async def beat(session: str, stream: Entity) -> None:
+        now_ms = to_ms(services.clock())
+        ttl = settings.playback_session_idle_hours * 3600
+        if await scripts.claimed_channel(session, stream.id, ttl) is None:
+            await scripts.claim(session, stream.id, ttl, channel_id=stream.channel)
+        await scripts.heartbeat(
+            Heartbeat(session, stream, "127.0.0.1", now_ms, now_ms, services.ids.next_id()),
+            live_window_ms=settings.playback_live_window_seconds * 1000,
+            session_ttl_seconds=settings.playback_session_idle_hours * 3600,
+            churn_limit=settings.playback_new_sessions_per_minute,
+        )
+
+    return beat
+
+
+async def _timed(name: str, beats: Sequence[tuple[str, Entity]], beat: Beat, concurrency: int) -> Run:
+    console.print(f"{name}: {len(beats):,} heartbeats")
+    durations: list[float] = []
+    queue = iter(beats)
+
+    async def player() -> None:
+        for session, stream in queue:
+            started = time.perf_counter()
+            await beat(session, stream)
+            durations.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(player() for _ in range(concurrency)))
+    return Run(name, time.perf_counter() - started, Latency.of(durations))
+
+
+async def _timed_roll_up(services: Services) -> tuple[int, float]:
+    """How many counters the roll-up copied, and in how many seconds."""
+    redis, keys = services.redis, services.keys
+    members = cast(list[bytes], await redis.zrange(dirty_index_key(keys), 0, -1))
+    channels = [int(member) for member in members]
+    counters = sum([int(await redis.scard(dirty_key(keys, channel))) for channel in channels])
+    console.print(f"roll-up: {counters:,} counters of {len(channels)} channels")
+    started = time.perf_counter()
+    while await roll_up_once(services):
+        pass
+    return counters, time.perf_counter() - started
