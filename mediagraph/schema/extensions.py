@@ -23,34 +23,24 @@ def coded(error: GraphQLError) -> GraphQLError:
         return error
     if isinstance(original, StrawberryInputCoercionError):
         # A variable a scalar cannot parse (a malformed UUID or DateTime): the caller's input.
-        return GraphQLError(
-            error.message,
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            extensions={"code": "BAD_USER_INPUT"},
-        )
+        return _recoded(error, error.message, {"code": "BAD_USER_INPUT"})
     if original is None:
         # Raised by graphql-core itself: syntax, validation, variable coercion, limits.
         code = "GRAPHQL_PARSE_FAILED" if error.message.startswith("Syntax Error") else "GRAPHQL_VALIDATION_FAILED"
         if error.extensions and "code" in error.extensions:
             return error
-        return GraphQLError(
-            error.message,
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            extensions={**(error.extensions or {}), "code": code},
-        )
+        return _recoded(error, error.message, {**(error.extensions or {}), "code": code})
+    return _recoded(error, INTERNAL_MESSAGE, {"code": "INTERNAL_SERVER_ERROR"})
+
+
+def _recoded(error: GraphQLError, message: str, extensions: dict[str, object]) -> GraphQLError:
     return GraphQLError(
-        INTERNAL_MESSAGE,
+        message,
         nodes=error.nodes,
         source=error.source,
         positions=error.positions,
         path=error.path,
-        extensions={"code": "INTERNAL_SERVER_ERROR"},
+        extensions=extensions,
     )
 
 

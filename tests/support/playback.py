@@ -109,8 +109,7 @@ async def stream_stats(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> dict[str, Any]:
-    variables = {"media": media_id, "granularity": granularity, "from": _iso(start), "to": _iso(end)}
-    return (await gql.ok(STREAM_STATS, variables))["playbackStats"]  # type: ignore[no-any-return]
+    return await _stats(gql, STREAM_STATS, "playbackStats", {"media": media_id}, granularity, start, end)
 
 
 async def channel_stats(
@@ -120,8 +119,20 @@ async def channel_stats(
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> dict[str, Any]:
-    variables = {"user": user_id, "granularity": granularity, "from": _iso(start), "to": _iso(end)}
-    return (await gql.ok(CHANNEL_STATS, variables))["channelStats"]  # type: ignore[no-any-return]
+    return await _stats(gql, CHANNEL_STATS, "channelStats", {"user": user_id}, granularity, start, end)
+
+
+async def _stats(
+    gql: GraphQLClient,
+    document: str,
+    field: str,
+    subject: dict[str, str],
+    granularity: str,
+    start: datetime | None,
+    end: datetime | None,
+) -> dict[str, Any]:
+    variables = {**subject, "granularity": granularity, "from": _iso(start), "to": _iso(end)}
+    return (await gql.ok(document, variables))[field]  # type: ignore[no-any-return]
 
 
 def _iso(moment: datetime | None) -> str | None:
