@@ -210,3 +210,38 @@ async def test_the_worker_process_rolls_up_within_its_interval(gql, http, servic
         process.terminate()
         process.wait(timeout=10)
     assert process.returncode == 0, "the worker stops cleanly on SIGTERM"
+
+
+async def test_the_worker_retries_a_failed_roll_up_without_stopping(gql, http, services, monkeypatch):
+    monkeypatch.setattr(services.settings, "playback_rollup_interval_seconds", 0.05)
+    real_store = worker.store
+    failures = []
+
+    async def flaky_store(values, services_):
+        if not failures:
+            failures.append(len(values))
+            raise ConnectionError("PostgreSQL went away")
+        await real_store(values, services_)
+
+    monkeypatch.setattr(worker, "store", flaky_store)
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    await report(gql, new_session(), media_id)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(services, stop))
+    try:
+        stream_id = decode_id(media_id, "Media")
+        for _ in range(300):
+            async with services.databases.main_session() as session:
+                rows = (
+                    await session.execute(select(PlaybackTotal).where(col(PlaybackTotal.entity_id) == stream_id))
+                ).scalars()
+                if [row.plays for row in rows] == [1]:
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the worker never copied the total")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 10)
+    assert failures, "the first copy failed"

@@ -174,27 +174,43 @@ async def repair_index(services: Services) -> int:
 
 
 async def run(services: Services, stop: asyncio.Event) -> None:
-    interval = services.settings.playback_rollup_interval_seconds
+    """Roll up, sweep and repair on their own schedules; a failing step (PostgreSQL or
+    Redis away) is logged and retried on the next beat without stopping the others."""
+    repair_due = True
 
     async def roll_up() -> None:
-        while await roll_up_once(services) == CHANNELS_PER_VISIT:
-            pass
+        nonlocal repair_due
+        try:
+            if repair_due:
+                if await repair_index(services):
+                    log.warning("the playback roll-up index was missing channels; restored")
+                repair_due = False
+            while await roll_up_once(services) == CHANNELS_PER_VISIT:
+                pass
+        except BaseException:
+            # A visit cut short may have taken a dirty channel off the index.
+            repair_due = True
+            raise
+
+    async def schedule_repair() -> None:
+        nonlocal repair_due
+        repair_due = True
 
     async def sweep() -> None:
         await sweep_once(services)
 
-    async def repair() -> None:
-        if await repair_index(services):
-            log.warning("playback roll-up index was missing channels; restored")
-
-    async with asyncio.TaskGroup() as group:
-        group.create_task(_every(stop, REPAIR_INTERVAL_SECONDS, repair))
-        group.create_task(_every(stop, interval, roll_up))
-        group.create_task(_every(stop, SWEEP_INTERVAL_SECONDS, sweep))
+    await asyncio.gather(
+        _every(stop, services.settings.playback_rollup_interval_seconds, roll_up),
+        _every(stop, SWEEP_INTERVAL_SECONDS, sweep),
+        _every(stop, REPAIR_INTERVAL_SECONDS, schedule_repair),
+    )
 
 
 async def _every(stop: asyncio.Event, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
     while not stop.is_set():
-        await step()
+        try:
+            await step()
+        except Exception:
+            log.exception("playback worker step failed; retrying")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
