@@ -1,4 +1,4 @@
-"""Live playback statistics: heartbeats, per-stream and per-channel figures, live viewer counts.
+"""Live playback statistics: heartbeats, and per-stream and per-channel figures.
 
 A player reports every 5 s while playing. The media is the stream and its uploader the
 channel. Buckets are UTC minutes, hours and days; a heartbeat counts in them at the time
@@ -9,15 +9,11 @@ live by the server clock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
-from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlmodel import col
 
@@ -33,12 +29,9 @@ from mediagraph.keys.playback import (
     Granularity,
     bucket_index,
     bucket_start,
-    counter_key,
     live_channel,
     live_key,
     to_ms,
-    watched_key,
-    watched_member,
 )
 from mediagraph.keys.playback_scripts import (
     Heartbeat,
@@ -50,14 +43,9 @@ from mediagraph.keys.playback_scripts import (
 from mediagraph.resolvers.media import require_media
 from mediagraph.services import Services
 
-log = logging.getLogger(__name__)
-
 # Buckets one series may span, and how many it spans when `from` is left out.
 MAX_BUCKETS = {Granularity.MINUTE: 1440, Granularity.HOUR: 24 * 31, Granularity.DAY: 366}
 DEFAULT_BUCKETS = {Granularity.MINUTE: 60, Granularity.HOUR: 24, Granularity.DAY: 30}
-# A live subscription keeps its entity on the worker's sweep list for this long, renewed
-# a few times within it, so the worker pushes the drop when sessions expire.
-WATCH_LEASE_MS = 15_000
 CONFLICT_MESSAGE = "This session id is already playing another media; start a new session."
 
 
@@ -254,57 +242,3 @@ async def series(
         merged: Figures = merge(durable.get(started, []), live.get(index))
         figures.append(BucketFigures(started, bucket_start(index + 1, granularity), merged.plays, merged.peak))
     return figures
-
-
-async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
-    """The entity's concurrent viewers now, then each change, at most once a second."""
-    services = context.services
-    channel = live_channel(services.keys, entity)
-    async with services.bus.subscribe(channel, keep=1, min_interval=1.0) as events, _watching(services, entity):
-        viewers, version = await _live_snapshot(context, entity)
-        yield viewers
-        async for payload in events:
-            # Heartbeats on several processes publish concurrently; only newer states count.
-            if payload["version"] <= version:
-                continue
-            version = payload["version"]
-            if payload["viewers"] != viewers:
-                viewers = payload["viewers"]
-                yield viewers
-
-
-async def _live_snapshot(context: Context, entity: Entity) -> tuple[int, int]:
-    services = context.services
-    since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
-    # One transaction, so the version matches the count it is read with.
-    async with services.redis.pipeline(transaction=True) as pipe:
-        pipe.hget(counter_key(services.keys, Counter(entity)), "v")
-        pipe.zcount(live_key(services.keys, entity), since, "+inf")
-        version, viewers = await pipe.execute()
-    return int(viewers), int(version or 0)
-
-
-@contextlib.asynccontextmanager
-async def _watching(services: Services, entity: Entity) -> AsyncIterator[None]:
-    """Keep the entity on the worker's sweep list while the subscription lives."""
-    key, member = watched_key(services.keys), watched_member(entity)
-
-    async def renew() -> None:
-        await services.redis.zadd(key, {member: to_ms(services.clock()) + WATCH_LEASE_MS})
-
-    async def keep_renewing() -> None:
-        while True:
-            await asyncio.sleep(WATCH_LEASE_MS / 3000)
-            try:
-                await renew()
-            except RedisError as error:
-                log.warning("could not renew the live-viewers lease of %s: %s", member, error)
-
-    await renew()
-    task = asyncio.create_task(keep_renewing())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -13,6 +13,7 @@ from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity, Granularity
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
+from mediagraph.subscriptions import playback as live
 
 GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")
 CountedInEnum = strawberry.enum(
@@ -118,7 +119,7 @@ class PlaybackSubscriptions:
     )
     async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[int, None]:
         entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
-        async for viewers in resolvers.live_viewers(info.context, entity):
+        async for viewers in live.live_viewers(info.context, entity):
             yield viewers
 
     @strawberry.subscription(
@@ -128,5 +129,5 @@ class PlaybackSubscriptions:
         self, info: Info[Context, None], user_id: strawberry.ID
     ) -> AsyncGenerator[int, None]:
         entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
-        async for viewers in resolvers.live_viewers(info.context, entity):
+        async for viewers in live.live_viewers(info.context, entity):
             yield viewers

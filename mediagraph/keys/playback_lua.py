@@ -1,0 +1,125 @@
+"""The Lua source of the playback scripts; `playback_scripts` runs them and states their invariants.
+
+Every key a script touches is passed in KEYS, and one script's keys share a hash slot
+(a channel's, or the claimed session's), so each stays legal in a Redis Cluster.
+"""
+
+# KEYS: 1 the session's claim. ARGV: 1 media id, 2 ttl, 3 the media's channel, or '' when
+# the caller has not looked it up. Returns {0} when the session belongs to another media,
+# {1, channel} when it is (now) this media's, {2} when unclaimed and no channel was given.
+CLAIM = """
+local claimed = redis.call('GET', KEYS[1])
+if claimed then
+  local media, channel = string.match(claimed, '^(%d+):(%d+)$')
+  if media ~= ARGV[1] then return {0} end
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  return {1, channel}
+end
+if ARGV[3] == '' then return {2} end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[3], 'EX', ARGV[2])
+return {1, ARGV[3]}
+"""
+
+# KEYS: 1 session record, 2 churn counter, 3 dirty set, then per entity (stream, channel):
+#       total, live set, minute, hour, day.
+# ARGV: 1 session id, 2 media id, 3-5 minute/hour/day index, 6 now (ms), 7 live window (ms),
+#       8 generation for counters created now, 9 session ttl, 10 churn limit, 11 churn window,
+#       then per entity: total token/ttl, minute token/ttl, hour token/ttl, day token/ttl.
+HEARTBEAT = """
+local record = redis.call('HMGET', KEYS[1], 'media', 'm', 'h', 'd')
+if record[1] and record[1] ~= ARGV[2] then return {'conflict'} end
+local first = not record[1]
+if first then
+  local used = redis.call('INCR', KEYS[2])
+  if used == 1 then redis.call('EXPIRE', KEYS[2], ARGV[11]) end
+  if used > tonumber(ARGV[10]) then return {'limited', redis.call('TTL', KEYS[2])} end
+end
+local now = tonumber(ARGV[6])
+local index = {tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
+local last = {tonumber(record[2]) or -1, tonumber(record[3]) or -1, tonumber(record[4]) or -1}
+local counts = {first, index[1] > last[1], index[2] > last[2], index[3] > last[3]}
+-- A heartbeat older than the minute the session last counted in (a late retry) counts
+-- nothing and sets no peak: it only keeps the session live.
+local current = index[1] >= last[1]
+
+local function ensure(key, token, ttl)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('HSET', key, 'id', ARGV[8], 'n', 0, 'peak', 0)
+    redis.call('EXPIRE', key, ttl)
+  end
+  redis.call('SADD', KEYS[3], token)
+end
+
+local function entity(base, argbase)
+  local total = KEYS[base]
+  if redis.call('EXISTS', total) == 0 then
+    redis.call('HSET', total, 'id', ARGV[8], 'n', 0, 'peak', 0, 'lv', 0, 'v', 0)
+  end
+  redis.call('EXPIRE', total, ARGV[argbase + 1])
+  if counts[1] then
+    redis.call('SADD', KEYS[3], ARGV[argbase])
+    redis.call('HINCRBY', total, 'n', 1)
+  end
+  local live = KEYS[base + 1]
+  local window = tonumber(ARGV[7])
+  redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. (now - window))
+  redis.call('ZADD', live, 'GT', now, ARGV[1])
+  redis.call('PEXPIRE', live, window * 2)
+  local viewers = redis.call('ZCARD', live)
+  local state = redis.call('HMGET', total, 'lv', 'v')
+  local version = tonumber(state[2]) or 0
+  local changed = 0
+  if tonumber(state[1]) ~= viewers then
+    version = math.max(version + 1, now)
+    redis.call('HSET', total, 'lv', viewers, 'v', version)
+    changed = 1
+  end
+  for g = 1, 3 do
+    local key = KEYS[base + 1 + g]
+    local token, ttl = ARGV[argbase + 2 * g], ARGV[argbase + 2 * g + 1]
+    if counts[g + 1] then
+      ensure(key, token, ttl)
+      redis.call('HINCRBY', key, 'n', 1)
+    end
+    if current and viewers > (tonumber(redis.call('HGET', key, 'peak')) or -1) then
+      ensure(key, token, ttl)
+      redis.call('HSET', key, 'peak', viewers)
+    end
+  end
+  return {viewers, changed, version}
+end
+
+local stream = entity(4, 12)
+local channel = entity(9, 20)
+redis.call('HSET', KEYS[1], 'media', ARGV[2], 'm', math.max(index[1], last[1]),
+  'h', math.max(index[2], last[2]), 'd', math.max(index[3], last[3]))
+redis.call('EXPIRE', KEYS[1], ARGV[9])
+local flags = {}
+for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
+return {'ok', flags[1], flags[2], flags[3], flags[4],
+  stream[1], stream[2], stream[3], channel[1], channel[2], channel[3]}
+"""
+
+# KEYS: 1 live set, 2 the entity's total. ARGV: 1 now (ms), 2 live window (ms).
+SWEEP = """
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+local viewers = redis.call('ZCARD', KEYS[1])
+local state = redis.call('HMGET', KEYS[2], 'lv', 'v')
+if not state[1] or tonumber(state[1]) == viewers then return false end
+local version = math.max((tonumber(state[2]) or 0) + 1, now)
+redis.call('HSET', KEYS[2], 'lv', viewers, 'v', version)
+return {viewers, version}
+"""
+
+# KEYS: 1 dirty set, then the counters copied. ARGV: per counter token, id, n, peak as read.
+FORGET_COPIED = """
+for i = 2, #KEYS do
+  local j = (i - 2) * 4
+  local now = redis.call('HMGET', KEYS[i], 'id', 'n', 'peak')
+  if not now[1] or (now[1] == ARGV[j + 2] and now[2] == ARGV[j + 3] and now[3] == ARGV[j + 4]) then
+    redis.call('SREM', KEYS[1], ARGV[j + 1])
+  end
+end
+return redis.call('SCARD', KEYS[1])
+"""

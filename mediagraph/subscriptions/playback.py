@@ -1,0 +1,89 @@
+"""Live viewer counts: the count at once, then each change, at most once a second.
+
+Heartbeats publish when a count changes; sessions also expire without anyone calling, so
+while a subscription lives it keeps its entity on the worker's sweep list (a lease in
+Redis), and the worker publishes the drops. Publishers on several processes race, so
+every count carries a version and only newer ones are pushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from redis.exceptions import RedisError
+
+from mediagraph.context import Context
+from mediagraph.keys.playback import (
+    Counter,
+    Entity,
+    counter_key,
+    live_channel,
+    live_key,
+    to_ms,
+    watched_key,
+    watched_member,
+)
+from mediagraph.services import Services
+
+log = logging.getLogger(__name__)
+
+# The lease is renewed a few times within its length, so a subscription stays on the
+# sweep list while it lives and drops off soon after its process dies.
+WATCH_LEASE_MS = 15_000
+
+
+async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
+    """The entity's concurrent viewers now, then each change, at most once a second."""
+    services = context.services
+    channel = live_channel(services.keys, entity)
+    async with services.bus.subscribe(channel, keep=1, min_interval=1.0) as events, _watching(services, entity):
+        viewers, version = await _live_snapshot(context, entity)
+        yield viewers
+        async for payload in events:
+            # Heartbeats on several processes publish concurrently; only newer states count.
+            if payload["version"] <= version:
+                continue
+            version = payload["version"]
+            if payload["viewers"] != viewers:
+                viewers = payload["viewers"]
+                yield viewers
+
+
+async def _live_snapshot(context: Context, entity: Entity) -> tuple[int, int]:
+    services = context.services
+    since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
+    # One transaction, so the version matches the count it is read with.
+    async with services.redis.pipeline(transaction=True) as pipe:
+        pipe.hget(counter_key(services.keys, Counter(entity)), "v")
+        pipe.zcount(live_key(services.keys, entity), since, "+inf")
+        version, viewers = await pipe.execute()
+    return int(viewers), int(version or 0)
+
+
+@contextlib.asynccontextmanager
+async def _watching(services: Services, entity: Entity) -> AsyncIterator[None]:
+    """Keep the entity on the worker's sweep list while the subscription lives."""
+    key, member = watched_key(services.keys), watched_member(entity)
+
+    async def renew() -> None:
+        await services.redis.zadd(key, {member: to_ms(services.clock()) + WATCH_LEASE_MS})
+
+    async def keep_renewing() -> None:
+        while True:
+            await asyncio.sleep(WATCH_LEASE_MS / 3000)
+            try:
+                await renew()
+            except RedisError as error:
+                log.warning("could not renew the live-viewers lease of %s: %s", member, error)
+
+    await renew()
+    task = asyncio.create_task(keep_renewing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
