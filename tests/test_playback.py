@@ -261,7 +261,14 @@ async def test_series_ranges_are_bounded_and_default_to_recent_buckets(gql, http
         variables = {"media": media_id, "granularity": granularity, "from": iso(start), "to": iso(end)}
         assert await gql.error_code(STREAM_STATS, variables) == "BAD_USER_INPUT", granularity
     later = clock.now
-    for start, end in ((later, later), (later, later - timedelta(minutes=1)), ("2031-03-14T04:00:00", iso(later))):
+    refused = [
+        (later, later),
+        (later, later - timedelta(minutes=1)),
+        ("2031-03-14T04:00:00", iso(later)),
+        ("1969-12-31T23:00:00+00:00", iso(later)),
+        ("9999-12-31T00:00:00+00:00", "9999-12-31T23:59:59+00:00"),
+    ]
+    for start, end in refused:
         variables = {"media": media_id, "granularity": "HOUR", "from": _text(start), "to": _text(end)}
         assert await gql.error_code(STREAM_STATS, variables) == "BAD_USER_INPUT"
 

@@ -5,6 +5,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlmodel import col
 
@@ -14,6 +15,8 @@ from mediagraph.keys.playback import Counter, Entity, Granularity, bucket_index,
 from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts
 from mediagraph.workers import playback as worker
 from tests.support.playback import (
+    REPORT,
+    STREAM_STATS,
     ReferenceModel,
     channel_stats,
     counts,
@@ -23,6 +26,7 @@ from tests.support.playback import (
     report,
     stream_stats,
 )
+from tests.support.servers import free_port
 
 GRANULARITIES = ("MINUTE", "HOUR", "DAY")
 MARGIN = {"MINUTE": timedelta(minutes=1), "HOUR": timedelta(hours=1), "DAY": timedelta(days=1)}
@@ -245,3 +249,25 @@ async def test_the_worker_retries_a_failed_roll_up_without_stopping(gql, http, s
         stop.set()
         await asyncio.wait_for(running, 10)
     assert failures, "the first copy failed"
+
+
+async def test_while_redis_is_unreachable_heartbeats_are_refused_and_stats_come_from_postgres(
+    gql, http, clock, services, monkeypatch
+):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    clock.set(datetime(2031, 5, 6, 9, 0, tzinfo=UTC))
+    await report(gql, new_session(), media_id)
+    await roll_up_everything(services)
+    unreachable = Redis.from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=1)
+    monkeypatch.setattr(services, "redis", unreachable)
+    try:
+        assert await gql.error_code(REPORT, {"session": new_session(), "media": media_id}) == "SERVICE_UNAVAILABLE"
+        result = await gql(STREAM_STATS, {"media": media_id, "granularity": "HOUR"})
+        stats = result["data"]["playbackStats"]
+        assert (stats["total"], stats["series"][-1]["count"], stats["concurrent"]) == (1, 1, None)
+        assert [error["extensions"]["code"] for error in result["errors"]] == ["SERVICE_UNAVAILABLE"]
+    finally:
+        monkeypatch.undo()
+        await unreachable.aclose()
+    assert (await stream_stats(gql, media_id, "HOUR"))["total"] == 1, "nothing was counted while refused"

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import select, tuple_
 from sqlmodel import col
 
@@ -10,6 +13,10 @@ from mediagraph.dataloaders.base import Loader
 from mediagraph.db.playback import PlaybackTotal
 from mediagraph.keys.playback import Counter, Entity
 from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts
+from mediagraph.services import Services
+
+log = logging.getLogger(__name__)
+REDIS_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,16 @@ def merge(durable: Iterable[tuple[int, int, int]], live: CounterValue | None) ->
     return Figures(plays + live_plays, peak)
 
 
+async def read_counters(services: Services, counters: Sequence[Counter]) -> list[CounterValue | None]:
+    """What Redis still holds of the counters. While Redis is unreachable: nothing, so
+    figures come from PostgreSQL alone, missing at most the last roll-up interval."""
+    try:
+        return await PlaybackScripts(services.redis, services.keys).read(counters)
+    except REDIS_UNREACHABLE as error:
+        log.warning("Redis unreachable; playback figures from PostgreSQL alone: %s", error)
+        return [None] * len(counters)
+
+
 class PlaybackTotalByEntityLoader(Loader[Entity, int]):
     """All-time plays of streams and channels."""
 
@@ -55,6 +72,5 @@ class PlaybackTotalByEntityLoader(Loader[Entity, int]):
             durable: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
             for kind, entity_id, generation, plays in rows:
                 durable.setdefault((kind, entity_id), []).append((generation, plays, 0))
-        services = self.context.services
-        live = await PlaybackScripts(services.redis, services.keys).read([Counter(entity) for entity in keys])
+        live = await read_counters(self.context.services, [Counter(entity) for entity in keys])
         return [merge(durable.get(wanted_key, []), value).plays for wanted_key, value in zip(wanted, live, strict=True)]

@@ -59,6 +59,16 @@ def bucket_index(moment_ms: int, granularity: Granularity) -> int:
     return moment_ms // (granularity.seconds * 1000)
 
 
+def bucket_at(moment: datetime, granularity: Granularity) -> int:
+    """The bucket holding `moment`."""
+    return (moment - EPOCH) // timedelta(seconds=granularity.seconds)
+
+
+def bucket_after(moment: datetime, granularity: Granularity) -> int:
+    """The first bucket starting at or after `moment`."""
+    return -((EPOCH - moment) // timedelta(seconds=granularity.seconds))
+
+
 def bucket_start(index: int, granularity: Granularity) -> datetime:
     return EPOCH + timedelta(seconds=index * granularity.seconds)
 

@@ -11,23 +11,30 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 
 from sqlalchemy import select
 from sqlmodel import col
 
 from mediagraph.context import Context
-from mediagraph.dataloaders.playback import Figures, PlaybackTotalByEntityLoader, merge
+from mediagraph.dataloaders.playback import (
+    REDIS_UNREACHABLE,
+    Figures,
+    PlaybackTotalByEntityLoader,
+    merge,
+    read_counters,
+)
 from mediagraph.dataloaders.users import UserByIdLoader
 from mediagraph.db.playback import PlaybackBucket
-from mediagraph.errors import BadUserInput, Conflict, NotFound, RateLimited
+from mediagraph.errors import BadUserInput, Conflict, NotFound, RateLimited, ServiceUnavailable
 from mediagraph.keys.playback import (
     RETENTION_SECONDS,
     Counter,
     Entity,
     Granularity,
-    bucket_index,
+    bucket_after,
+    bucket_at,
     bucket_start,
     live_channel,
     live_key,
@@ -43,6 +50,8 @@ from mediagraph.keys.playback_scripts import (
 from mediagraph.resolvers.media import require_media
 from mediagraph.services import Services
 
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 # Buckets one series may span, and how many it spans when `from` is left out.
 MAX_BUCKETS = {Granularity.MINUTE: 1440, Granularity.HOUR: 24 * 31, Granularity.DAY: 366}
 DEFAULT_BUCKETS = {Granularity.MINUTE: 60, Granularity.HOUR: 24, Granularity.DAY: 30}
@@ -104,10 +113,20 @@ async def report_playback(
 ) -> PlaybackReport:
     if session_id.int == 0:
         raise BadUserInput("`sessionId` must be a random UUID, not the nil UUID.", argument="sessionId")
+    now = context.services.clock()
+    played_at = _played_at(context, now, at)
+    try:
+        return await _count(context, session_id=session_id, media_id=media_id, played_at=played_at, now=now)
+    except REDIS_UNREACHABLE:
+        # Nothing or everything was counted; a retry of the same heartbeat counts nothing twice.
+        raise ServiceUnavailable("Playback reporting is unavailable right now; retry shortly.") from None
+
+
+async def _count(
+    context: Context, *, session_id: uuid.UUID, media_id: int, played_at: datetime, now: datetime
+) -> PlaybackReport:
     services = context.services
     settings = context.settings
-    now = services.clock()
-    played_at = _played_at(context, now, at)
     session = str(session_id)
     scripts = _scripts(services)
     session_ttl = settings.playback_session_idle_hours * 3600
@@ -179,7 +198,10 @@ async def total(context: Context, entity: Entity) -> int:
 async def concurrent(context: Context, entity: Entity) -> int:
     services = context.services
     since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
-    return int(await services.redis.zcount(live_key(services.keys, entity), since, "+inf"))
+    try:
+        return int(await services.redis.zcount(live_key(services.keys, entity), since, "+inf"))
+    except REDIS_UNREACHABLE:
+        raise ServiceUnavailable("Live viewer counts are unavailable right now.") from None
 
 
 def _bucket_range(
@@ -187,17 +209,18 @@ def _bucket_range(
 ) -> tuple[int, int]:
     """First and past-the-last bucket index covering [start, end)."""
     for name, moment in (("from", start), ("to", end)):
-        if moment is not None and moment.tzinfo is None:
+        if moment is None:
+            continue
+        if moment.tzinfo is None:
             raise BadUserInput(f"`{name}` needs a time zone, e.g. 2026-11-23T10:00:00Z.", argument=name)
+        if not EARLIEST <= moment < LATEST:
+            raise BadUserInput(f"`{name}` must be between 1970 and 3000.", argument=name)
     if start is not None and end is not None and end <= start:
         raise BadUserInput("`from` must be before `to`.", argument="from")
-    period_ms = granularity.seconds * 1000
-    last = (
-        -(-to_ms(end) // period_ms)
-        if end is not None
-        else bucket_index(to_ms(context.services.clock()), granularity) + 1
-    )
-    first = bucket_index(to_ms(start), granularity) if start is not None else last - DEFAULT_BUCKETS[granularity]
+    # `to` defaults to the end of the current bucket, `from` to a few buckets before it.
+    current = bucket_at(context.services.clock(), granularity)
+    last = bucket_after(end, granularity) if end is not None else current + 1
+    first = bucket_at(start, granularity) if start is not None else last - DEFAULT_BUCKETS[granularity]
     if first >= last:
         raise BadUserInput("`from` must be before `to`.", argument="from")
     if last - first > MAX_BUCKETS[granularity]:
@@ -232,10 +255,13 @@ async def series(
         durable: dict[datetime, list[tuple[int, int, int]]] = {}
         for started, generation, plays, peak in rows:
             durable.setdefault(started, []).append((generation, plays, peak))
-    # Redis only still holds buckets younger than their retention.
-    oldest_held = bucket_index(to_ms(services.clock()) - RETENTION_SECONDS[granularity] * 1000, granularity)
-    held = [Counter(entity, granularity, index) for index in range(max(first, oldest_held), last)]
-    live = {value.counter.index: value for value in await _scripts(services).read(held) if value is not None}
+    # Redis only holds buckets younger than their retention, and none ahead of the clock
+    # (give or take another process's clock).
+    now = services.clock()
+    held_from = bucket_at(now - timedelta(seconds=RETENTION_SECONDS[granularity]), granularity)
+    held_to = bucket_at(now, granularity) + 2
+    held = [Counter(entity, granularity, index) for index in range(max(first, held_from), min(last, held_to))]
+    live = {value.counter.index: value for value in await read_counters(services, held) if value is not None}
     figures: list[BucketFigures] = []
     for index in range(first, last):
         started = bucket_start(index, granularity)

@@ -62,8 +62,13 @@ class PlaybackStats:
     async def total(self, info: Info[Context, None]) -> float:
         return await resolvers.total(info.context, self.entity)
 
-    @strawberry.field(description="Sessions heard from within the live window (15 s by default).")
-    async def concurrent(self, info: Info[Context, None]) -> int:
+    @strawberry.field(
+        description=(
+            "Sessions heard from within the live window (15 s by default); null, with a SERVICE_UNAVAILABLE "
+            "error, while the live store is unreachable (the other figures then come from the durable store)."
+        )
+    )
+    async def concurrent(self, info: Info[Context, None]) -> int | None:
         return await resolvers.concurrent(info.context, self.entity)
 
     @strawberry.field(

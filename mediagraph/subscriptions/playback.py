@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator
 from redis.exceptions import RedisError
 
 from mediagraph.context import Context
+from mediagraph.dataloaders.playback import REDIS_UNREACHABLE
+from mediagraph.errors import ServiceUnavailable
 from mediagraph.keys.playback import (
     Counter,
     Entity,
@@ -55,11 +57,14 @@ async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
 async def _live_snapshot(context: Context, entity: Entity) -> tuple[int, int]:
     services = context.services
     since = to_ms(services.clock()) - context.settings.playback_live_window_seconds * 1000
-    # One transaction, so the version matches the count it is read with.
-    async with services.redis.pipeline(transaction=True) as pipe:
-        pipe.hget(counter_key(services.keys, Counter(entity)), "v")
-        pipe.zcount(live_key(services.keys, entity), since, "+inf")
-        version, viewers = await pipe.execute()
+    try:
+        # One transaction, so the version matches the count it is read with.
+        async with services.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(counter_key(services.keys, Counter(entity)), "v")
+            pipe.zcount(live_key(services.keys, entity), since, "+inf")
+            version, viewers = await pipe.execute()
+    except REDIS_UNREACHABLE:
+        raise ServiceUnavailable("Live viewer counts are unavailable right now.") from None
     return int(viewers), int(version or 0)
 
 
