@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from mediagraph.keys.playback import session_claim_key
 from tests.support.playback import (
     REPORT,
     STREAM_STATS,
@@ -230,10 +231,14 @@ async def test_session_churn_from_one_address_is_rate_limited(gql, http, clock, 
     await report(gql, kept, media_id)
     for _ in range(2):
         await report(gql, new_session(), media_id)
-    result = await gql(REPORT, {"session": new_session(), "media": media_id})
+    refused = new_session()
+    result = await gql(REPORT, {"session": refused, "media": media_id})
     error = result["errors"][0]["extensions"]
     assert error["code"] == "RATE_LIMITED"
     assert 1 <= error["retryAfter"] <= 60
+    assert not await services.redis.exists(session_claim_key(services.keys, refused)), (
+        "a refused session keeps no claim"
+    )
     clock.advance(5)
     assert (await report(gql, kept, media_id))["counted"] == [], "sessions already started keep reporting"
     assert (await stream_stats(gql, media_id))["total"] == 3

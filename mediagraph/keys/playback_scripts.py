@@ -106,6 +106,9 @@ class PlaybackScripts:
             raise AssertionError("a claim with a channel always binds or conflicts")
         return channel
 
+    async def release(self, session_id: str) -> None:
+        await self.redis.delete(session_claim_key(self.keys, session_id))
+
     async def _claim_script(self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str) -> int | None:
         reply = await self._claim(
             keys=[session_claim_key(self.keys, session_id)], args=[media_id, ttl_seconds, channel]

@@ -134,6 +134,7 @@ async def _count(
         # A session already playing this media skips the database; a new one needs the
         # media to exist, and its uploader's id.
         channel_id = await scripts.claimed_channel(session, media_id, session_ttl)
+        claimed_now = channel_id is None
         if channel_id is None:
             media = await require_media(context, media_id)
             channel_id = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
@@ -158,6 +159,9 @@ async def _count(
     except SessionConflict:
         raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     except SessionChurnLimited as limited:
+        if claimed_now:
+            # A refused session keeps nothing in Redis, so churn cannot fill it with claims.
+            await scripts.release(session)
         raise RateLimited("Too many new playback sessions; try again later.", retry_after=limited.retry_after) from None
     await asyncio.gather(
         _publish(services, stream, result.stream),
