@@ -124,6 +124,7 @@ async def test_counting_after_redis_forgets_adds_to_what_postgres_holds(gql, htt
 
 
 async def test_a_roll_up_that_dies_midway_or_runs_twice_counts_nothing_twice(gql, http, clock, services, monkeypatch):
+    monkeypatch.setattr(worker, "COUNTERS_PER_SCRIPT", 3)  # a channel's counters forgotten in several steps
     channel = await make_channel(gql, http, media=2)
     model = ReferenceModel()
     start = datetime(2031, 5, 3, 12, 59, 40, tzinfo=UTC)

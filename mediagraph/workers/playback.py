@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 CHANNELS_PER_VISIT = 200
 ROWS_PER_STATEMENT = 1000
+COUNTERS_PER_SCRIPT = 1000
 SWEEP_INTERVAL_SECONDS = 1.0
 SWEEP_BATCH = 500
 # A worker killed between taking a channel off the index and checking it again could
@@ -76,7 +77,10 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
     await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
     for channel_id, channel_counters in dirty.items():
         copied: list[tuple[Counter, RawCounter]] = [(counter, raw[counter]) for counter in channel_counters]
-        if await scripts.forget_copied(channel_id, copied) == 0:
+        remaining = 0
+        for start in range(0, max(len(copied), 1), COUNTERS_PER_SCRIPT):
+            remaining = await scripts.forget_copied(channel_id, copied[start : start + COUNTERS_PER_SCRIPT])
+        if remaining == 0:
             await _leave_index(services, channel_id)
     return len(visiting)
 
