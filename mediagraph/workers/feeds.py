@@ -271,6 +271,7 @@ async def run(services: Services, stop: asyncio.Event) -> None:
     relay = asyncio.create_task(_relay_forever(services, stop), name="fanout:relay")
     loop = asyncio.get_running_loop()
     next_claim, backoff, group_ready = 0.0, 0.1, False
+    log.info("fan-out worker %s consuming %s", consumer, fanout_stream(services.keys))
     try:
         while not stop.is_set():
             try:
