@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import insert
 
+from mediagraph import security
 from mediagraph.db.base import utcnow
+from mediagraph.db.feeds import Follow, FollowCount
+from mediagraph.db.users import User
 from mediagraph.ids import decode_id, snowflake_time
 from mediagraph.keys.feeds import author_feed, floor_marker
 from tests.support.apps import app_with, private_prefix
-from tests.support.factories import create_post, create_user, follow
+from tests.support.factories import create_media, create_post, create_user, follow
 from tests.support.feeds import (
     NEWSFEED,
     cached_newsfeed,
@@ -222,3 +226,76 @@ async def test_celebrity_posts_skip_fanout_and_join_the_first_page(celebrities):
     with posting_days_ago(services, 5):
         ancient = await create_post(gql, token=star_token, text="years ago")
     assert await newsfeed_ids(gql, token=reader_token, first=1) == [friend_post, star_post, ancient]
+
+
+NEWSFEED_WITH_MEDIA = """
+query { newsfeed(first: 20) { edges { node { id author { username followerCount } media { title } } } } }
+"""
+
+
+async def _feed_queries(gql, count_queries, token):
+    count_queries.clear()
+    edges = (await gql.ok(NEWSFEED_WITH_MEDIA, token=token))["newsfeed"]["edges"]
+    return len(edges), len(count_queries)
+
+
+async def test_a_feed_page_costs_the_same_queries_however_many_authors_it_shows(gql, http, services, count_queries):
+    reader_token, _ = await create_user(gql)
+    authors = [await create_user(gql) for _ in range(6)]
+    for _, author in authors:
+        await follow(gql, token=reader_token, user_id=author["id"])
+    for token, _ in authors[:2]:
+        media = await create_media(http, token=token)
+        await create_post(gql, token=token, media_id=media["id"])
+    await first_page(gql, token=reader_token)  # builds the cached feed
+    few = await _feed_queries(gql, count_queries, reader_token)
+    for token, _ in authors[2:]:
+        media = await create_media(http, token=token)
+        await create_post(gql, token=token, media_id=media["id"])
+    await drain_fanout(services)
+    many = await _feed_queries(gql, count_queries, reader_token)
+    assert (few[0], many[0]) == (2, 6)
+    # The viewer, the celebrities followed, the cached posts with their authors, older ones below
+    # the cache's floor, the media, the counts: never one per post.
+    assert few[1] == many[1] <= 6
+
+
+async def test_a_thousand_followees_are_read_in_chunks_of_a_hundred(gql, services, settings, count_queries):
+    reader_token, reader = await create_user(gql)
+    reader_id = decode_id(reader["id"], "User")
+    # Registering 1,050 users through the API would hash 1,050 passwords: rows go in directly.
+    followees = [services.ids.next_id() for _ in range(1_050)]
+    async with services.databases.main_session() as session:
+        await session.execute(
+            insert(User),
+            [
+                {
+                    "id": user,
+                    "username": f"bulk_{user}",
+                    "nickname": "bulk",
+                    "password_hash": "-",
+                    "created_at": utcnow(),
+                }
+                for user in followees
+            ],
+        )
+        await session.execute(
+            insert(Follow),
+            [
+                {"id": services.ids.next_id(), "follower_id": reader_id, "followee_id": user, "created_at": utcnow()}
+                for user in followees
+            ],
+        )
+        await session.execute(
+            insert(FollowCount), [{"user_id": reader_id, "follower_count": 0, "following_count": 1_050}]
+        )
+        await session.commit()
+    posted = []
+    for author in (followees[0], followees[555], followees[-1]):
+        token = security.issue_token(settings, user_id=author, role="user", token_version=0)
+        posted.append(await create_post(gql, token=token, text="one of many"))
+    count_queries.clear()
+    assert await first_page(gql, token=reader_token) == list(reversed(posted))
+    followee_reads = [sql for sql in count_queries if "FROM follows" in sql and "follows.followee_id >" in sql]
+    assert len(followee_reads) == 11  # ten chunks of 100, and the last 50
+    assert post_ids(await cached_newsfeed(services, reader["id"])) == list(reversed(raw(posted)))

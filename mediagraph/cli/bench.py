@@ -5,8 +5,28 @@ The modules are imported when their command runs, so the server never loads them
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 bench = typer.Typer(
     help="Benchmarks; each prints its figures and the ratios BENCHMARKS.md quotes.", no_args_is_help=True
 )
+
+
+@bench.command("feed")
+def feed(
+    followers: Annotated[int, typer.Option(min=1, help="Followers the fanned-out post reaches.")] = 10_000,
+    followees: Annotated[
+        int, typer.Option(min=1, help="Users the reader follows (1,000+ reads them in chunks).")
+    ] = 1_000,
+    posts_per_followee: Annotated[int, typer.Option(min=1, help="Posts each followee wrote over 3 days.")] = 20,
+    samples: Annotated[int, typer.Option(min=1, help="First pages timed on each path.")] = 50,
+    posts: Annotated[int, typer.Option(min=1, help="Posts fanned out (one at a time).")] = 5,
+) -> None:
+    """News feed first page from the cache vs a cold fan-in rebuild, and fan-out to many followers."""
+    from benchmarks import feed as benchmark
+
+    benchmark.run(
+        followers=followers, followees=followees, posts_per_followee=posts_per_followee, samples=samples, posts=posts
+    )

@@ -25,6 +25,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Field, col
 
 from mediagraph.db.base import MainTable, snowflake_key, timestamp
+from mediagraph.db.users import User
 
 POST_MAX_CHARACTERS = 300
 
@@ -154,26 +155,49 @@ async def adjust_follow_counts(session: AsyncSession, *, follower_id: int, follo
 
 
 async def followee_chunks(
-    session: AsyncSession, follower_id: int, *, following: int, min_followers: int = 0
+    session: AsyncSession, follower_id: int, *, following: int | None = None, min_followers: int = 0
 ) -> AsyncIterator[list[int]]:
-    """Whom `follower_id` follows (only those with `min_followers` followers, if set)."""
-    size = CHUNK_SIZE if following >= CHUNKED_FROM else None
+    """Whom `follower_id` follows (only those with `min_followers` followers, if set): all in
+    one read, or in chunks of 100 once there are 1,000 or more, as the seed reads them.
+
+    `following` is how many there are, if known; if not, a first read of up to 1,000 tells.
+    """
     after = 0
-    while True:
-        query = select(col(Follow.followee_id)).where(
-            col(Follow.follower_id) == follower_id, col(Follow.followee_id) > after
-        )
-        if min_followers > 0:
-            query = query.join(FollowCount, col(FollowCount.user_id) == col(Follow.followee_id)).where(
-                col(FollowCount.follower_count) >= min_followers
-            )
-        query = query.order_by(col(Follow.followee_id))
-        ids = list((await session.execute(query if size is None else query.limit(size))).scalars())
-        if ids:
-            yield ids
-        if size is None or len(ids) < size:
+    if following is None:
+        first = await _followees(session, follower_id, after=0, limit=CHUNKED_FROM, min_followers=min_followers)
+        if len(first) < CHUNKED_FROM:
+            if first:
+                yield first
             return
-        after = ids[-1]
+        for start in range(0, len(first), CHUNK_SIZE):
+            yield first[start : start + CHUNK_SIZE]
+        after = first[-1]
+    elif following < CHUNKED_FROM:
+        everyone = await _followees(session, follower_id, after=0, limit=None, min_followers=min_followers)
+        if everyone:
+            yield everyone
+        return
+    while True:
+        chunk = await _followees(session, follower_id, after=after, limit=CHUNK_SIZE, min_followers=min_followers)
+        if chunk:
+            yield chunk
+        if len(chunk) < CHUNK_SIZE:
+            return
+        after = chunk[-1]
+
+
+async def _followees(
+    session: AsyncSession, follower_id: int, *, after: int, limit: int | None, min_followers: int
+) -> list[int]:
+    query = select(col(Follow.followee_id)).where(
+        col(Follow.follower_id) == follower_id, col(Follow.followee_id) > after
+    )
+    if min_followers > 0:
+        query = query.join(FollowCount, col(FollowCount.user_id) == col(Follow.followee_id)).where(
+            col(FollowCount.follower_count) >= min_followers
+        )
+    query = query.order_by(col(Follow.followee_id))
+    return list((await session.execute(query if limit is None else query.limit(limit))).scalars())
 
 
 async def follower_chunks(session: AsyncSession, followee_id: int, *, size: int) -> AsyncIterator[list[int]]:
@@ -205,17 +229,20 @@ async def recent_posts(
     return [(post_id, author_id) for post_id, author_id in rows.all()]
 
 
-async def followed_posts(session: AsyncSession, viewer_id: int, post_ids: list[int]) -> list[Post]:
-    """Those of `post_ids` that still exist and whose author the viewer still follows."""
+async def followed_posts(session: AsyncSession, viewer_id: int, post_ids: list[int]) -> list[tuple[Post, User]]:
+    """Those of `post_ids` that still exist and whose author the viewer still follows, with the author."""
     rows = await session.execute(
-        select(Post)
+        select(Post, User)
         .join(Follow, col(Follow.followee_id) == col(Post.author_id))
+        .join(User, col(User.id) == col(Post.author_id))
         .where(col(Follow.follower_id) == viewer_id, col(Post.id).in_(post_ids))
     )
-    return list(rows.scalars())
+    return [(post, author) for post, author in rows.all()]
 
 
-async def older_followed_posts(session: AsyncSession, viewer_id: int, *, before: int | None, limit: int) -> list[Post]:
+async def older_followed_posts(
+    session: AsyncSession, viewer_id: int, *, before: int | None, limit: int
+) -> list[tuple[Post, User]]:
     """The viewer's news feed straight from PostgreSQL: keyset on post id over every followee.
 
     Each followee contributes at most `limit` rows through the (author_id, id) index, so a
@@ -226,14 +253,15 @@ async def older_followed_posts(session: AsyncSession, viewer_id: int, *, before:
         per_author = per_author.where(col(Post.id) < before)
     latest = aliased(Post, per_author.order_by(col(Post.id).desc()).limit(limit).lateral("latest"))
     query = (
-        select(latest)
+        select(latest, User)
         .select_from(Follow)
         .join(latest, true())
+        .join(User, col(User.id) == col(Follow.followee_id))
         .where(col(Follow.follower_id) == viewer_id)
         .order_by(col(latest.id).desc())
         .limit(limit)
     )
-    return list((await session.execute(query)).scalars())
+    return [(post, author) for post, author in (await session.execute(query)).all()]
 
 
 async def older_author_posts(session: AsyncSession, author_id: int, *, before: int | None, limit: int) -> list[Post]:

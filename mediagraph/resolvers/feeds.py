@@ -15,8 +15,10 @@ from datetime import timedelta
 from mediagraph.context import Context
 from mediagraph.cursors import decode_id_cursor, encode_id_cursor
 from mediagraph.dataloaders.feeds import PostByIdLoader
+from mediagraph.dataloaders.users import UserByIdLoader
 from mediagraph.db.base import utcnow
 from mediagraph.db.feeds import Post, follow_counts, followed_posts, followee_chunks, older_followed_posts, recent_posts
+from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache, author_feed, newsfeed
 from mediagraph.resolvers.pagination import Page
@@ -55,15 +57,14 @@ class Newsfeed:
         await self._merge_celebrities()
         return True
 
-    async def _followees(self, *, min_followers: int = 0) -> list[list[int]]:
+    async def _followees(self, *, celebrities: bool = False) -> list[list[int]]:
         async with self.context.db.use() as session:
+            if celebrities:
+                # How many celebrities the viewer follows is unknown: the read finds out.
+                threshold = self.settings.celebrity_followers
+                return [chunk async for chunk in followee_chunks(session, self.viewer_id, min_followers=threshold)]
             _, following = await follow_counts(session, self.viewer_id)
-            return [
-                chunk
-                async for chunk in followee_chunks(
-                    session, self.viewer_id, following=following, min_followers=min_followers
-                )
-            ]
+            return [chunk async for chunk in followee_chunks(session, self.viewer_id, following=following)]
 
     async def build(self) -> bool:
         """Fan-in: the followees' posts of the last day, widened while the feed stays sparse."""
@@ -93,7 +94,7 @@ class Newsfeed:
         Afterwards the feed can only vouch for the window that was merged, so its floor is
         raised to the window's start; older pages come from PostgreSQL.
         """
-        chunks = await self._followees(min_followers=self.settings.celebrity_followers)
+        chunks = await self._followees(celebrities=True)
         if not chunks:
             return
         now = utcnow()
@@ -133,20 +134,21 @@ class Newsfeed:
         if not post_ids:
             return {}
         async with self.context.db.use() as session:
-            posts = await followed_posts(session, self.viewer_id, post_ids)
-        return self._primed(posts)
+            rows = await followed_posts(session, self.viewer_id, post_ids)
+        return self._primed(rows)
 
     async def older(self, *, before: int | None, limit: int) -> list[Post]:
         async with self.context.db.use() as session:
-            posts = await older_followed_posts(session, self.viewer_id, before=before, limit=limit)
-        self._primed(posts)
-        return posts
+            rows = await older_followed_posts(session, self.viewer_id, before=before, limit=limit)
+        self._primed(rows)
+        return [post for post, _ in rows]
 
-    def _primed(self, posts: list[Post]) -> dict[int, Post]:
-        loader = self.context.loader(PostByIdLoader)
-        for post in posts:
-            loader.prime(post.id, post)
-        return {post.id: post for post in posts}
+    def _primed(self, rows: list[tuple[Post, User]]) -> dict[int, Post]:
+        posts, users = self.context.loader(PostByIdLoader), self.context.loader(UserByIdLoader)
+        for post, author in rows:
+            posts.prime(post.id, post)
+            users.prime(author.id, author)
+        return {post.id: post for post, _ in rows}
 
 
 async def newsfeed_page(context: Context, *, first: int | None, after: str | None) -> Page[Post]:
@@ -169,6 +171,6 @@ async def newsfeed_updates(context: Context) -> AsyncIterator[Post]:
     async for post_id in newsfeed_post_ids(services, viewer.id):
         # A subscription outlives any one operation: each event gets its own short session.
         async with services.databases.main_session() as session:
-            posts = await followed_posts(session, viewer.id, [post_id])
-        if posts:
-            yield posts[0]
+            rows = await followed_posts(session, viewer.id, [post_id])
+        if rows:
+            yield rows[0][0]

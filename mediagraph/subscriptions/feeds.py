@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mediagraph.db.feeds import follow_counts, followee_chunks
+from mediagraph.db.feeds import followee_chunks
 from mediagraph.keys.feeds import author_posts_channel, newsfeed_channel
 from mediagraph.services import Services
 
@@ -27,11 +27,8 @@ INBOX_SIZE = 256
 
 async def followed_celebrities(services: Services, viewer_id: int) -> set[int]:
     async with services.databases.main_session() as session:
-        _, following = await follow_counts(session, viewer_id)
         found: list[int] = []
-        async for chunk in followee_chunks(
-            session, viewer_id, following=following, min_followers=services.settings.celebrity_followers
-        ):
+        async for chunk in followee_chunks(session, viewer_id, min_followers=services.settings.celebrity_followers):
             found += chunk
             if len(found) >= MAX_CELEBRITY_CHANNELS:
                 break
