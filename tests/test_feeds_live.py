@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.support.apps import private_prefix
-from tests.support.factories import create_post, create_user, follow
+from tests.support.factories import create_post, create_user, follow, followed_author
 from tests.support.graphql import GraphQLClient, WebSocketClient
 
 NEWSFEED_UPDATED = "subscription { newsfeedUpdated { postId post { id text author { username } } } }"
@@ -77,11 +77,7 @@ async def test_new_posts_of_followed_users_are_pushed_to_the_viewer(live):
 
 async def test_celebrity_posts_are_pushed_though_not_fanned_out(live):
     url, gql = live
-    viewer_token, _ = await create_user(gql)
-    star_token, star = await create_user(gql)
-    fan_token, _ = await create_user(gql)
-    for token in (viewer_token, fan_token):
-        await follow(gql, token=token, user_id=star["id"])
+    (star_token, star), [(viewer_token, _), _] = await followed_author(gql, followers=2)
     client, _ = await _subscribed(url, viewer_token)
     try:
         _, update = await _post_until_pushed(client, gql, token=star_token, author=star)
@@ -92,10 +88,8 @@ async def test_celebrity_posts_are_pushed_though_not_fanned_out(live):
 
 async def test_following_a_celebrity_while_subscribed_starts_their_pushes(live):
     url, gql = live
+    (star_token, star), _ = await followed_author(gql, followers=2)
     viewer_token, _ = await create_user(gql)
-    star_token, star = await create_user(gql)
-    for _ in range(2):
-        await follow(gql, token=(await create_user(gql))[0], user_id=star["id"])
     client, _ = await _subscribed(url, viewer_token)
     try:
         await follow(gql, token=viewer_token, user_id=star["id"])

@@ -10,7 +10,7 @@ from mediagraph.db.users import User
 from mediagraph.ids import decode_id, snowflake_time
 from mediagraph.keys.feeds import author_feed, floor_marker
 from tests.support.apps import app_with, private_prefix
-from tests.support.factories import create_media, create_post, create_user, follow
+from tests.support.factories import create_media, create_post, create_user, follow, followed_author
 from tests.support.feeds import (
     NEWSFEED,
     cached_newsfeed,
@@ -70,11 +70,7 @@ async def test_first_page_holds_ten_posts_by_default(gql, services):
 
 async def test_fanout_reaches_cached_feeds_and_creates_none(small):
     services, gql = small
-    author_token, author = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    idle_token, idle = await create_user(gql)
-    for token in (reader_token, idle_token):
-        await follow(gql, token=token, user_id=author["id"])
+    (author_token, _), [(reader_token, reader), (_, idle)] = await followed_author(gql, followers=2)
     assert await first_page(gql, token=reader_token) == []  # builds the reader's (empty) feed
     post = await create_post(gql, token=author_token, text="fresh")
     await drain_fanout(services)
@@ -85,9 +81,7 @@ async def test_fanout_reaches_cached_feeds_and_creates_none(small):
 
 async def test_missing_feed_is_built_from_one_day_widened_to_three_while_sparse(small):
     services, gql = small
-    author_token, author = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    await follow(gql, token=reader_token, user_id=author["id"])
+    (author_token, _), [(reader_token, reader)] = await followed_author(gql)
     by_age = {}
     for days in (3.5, 2.5, 1.5, 0.5):
         with posting_days_ago(services, days):
@@ -103,9 +97,7 @@ async def test_missing_feed_is_built_from_one_day_widened_to_three_while_sparse(
 
 
 async def test_a_busy_day_stops_the_window_from_widening(gql, services):
-    author_token, author = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    await follow(gql, token=reader_token, user_id=author["id"])
+    (author_token, _), [(reader_token, reader)] = await followed_author(gql)
     with posting_days_ago(services, 1.5):
         older = await create_post(gql, token=author_token, text="yesterday")
     today = [await create_post(gql, token=author_token, text=f"today {n}") for n in range(31)]
@@ -145,9 +137,7 @@ async def test_scrolling_past_the_cache_into_postgresql_has_no_duplicates_or_gap
 
 async def test_feeds_are_trimmed_to_the_bounded_size(small):
     services, gql = small
-    author_token, author = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    await follow(gql, token=reader_token, user_id=author["id"])
+    (author_token, author), [(reader_token, reader)] = await followed_author(gql)
     await first_page(gql, token=reader_token)
     created = [await create_post(gql, token=author_token, text=f"post {n}") for n in range(8)]
     await drain_fanout(services)
@@ -185,9 +175,7 @@ async def test_follow_merges_recent_posts_and_unfollow_removes_them(small):
 
 async def test_deleted_posts_never_show(small):
     services, gql = small
-    author_token, author = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    await follow(gql, token=reader_token, user_id=author["id"])
+    (author_token, _), [(reader_token, reader)] = await followed_author(gql)
     await first_page(gql, token=reader_token)
     keep = await create_post(gql, token=author_token, text="keep")
     gone = await create_post(gql, token=author_token, text="gone")
@@ -202,12 +190,8 @@ async def test_deleted_posts_never_show(small):
 
 async def test_celebrity_posts_skip_fanout_and_join_the_first_page(celebrities):
     services, gql = celebrities
-    star_token, star = await create_user(gql)
+    (star_token, star), [(reader_token, reader), _] = await followed_author(gql, followers=2)
     friend_token, friend = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    other_token, _ = await create_user(gql)
-    for token in (reader_token, other_token):
-        await follow(gql, token=token, user_id=star["id"])
     await follow(gql, token=reader_token, user_id=friend["id"])
     await first_page(gql, token=reader_token)
     star_post = await create_post(gql, token=star_token, text="to my many fans")

@@ -18,7 +18,7 @@ from mediagraph.ids import decode_id
 from mediagraph.keys.feeds import Entry, author_feed
 from mediagraph.resolvers import feed_events
 from tests.support.apps import app_with, private_prefix
-from tests.support.factories import create_post, create_user, follow
+from tests.support.factories import create_post, create_user, follow, followed_author
 from tests.support.feeds import cached_newsfeed, drain_fanout, first_page, newsfeed_ids, post_ids, raw
 
 USER_POSTS = "query($u: String!) { user(username: $u) { posts(first: 10) { edges { node { id } } } } }"
@@ -116,9 +116,7 @@ async def test_feeds_answer_from_postgresql_while_redis_is_down_and_catch_up_aft
 async def test_redis_coming_back_empty_rebuilds_feeds_from_postgresql(settings, private_redis):
     overrides = {"redis_url": private_redis.url, "redis_prefix": private_prefix(settings, "outage")}
     async with app_with(settings, **overrides) as (services, gql):
-        author_token, author = await create_user(gql)
-        reader_token, reader = await create_user(gql)
-        await follow(gql, token=reader_token, user_id=author["id"])
+        (author_token, _), [(reader_token, reader)] = await followed_author(gql)
         posts = [await create_post(gql, token=author_token, text=f"post {n}") for n in range(3)]
         assert await first_page(gql, token=reader_token) == list(reversed(posts))
 

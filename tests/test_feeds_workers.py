@@ -11,7 +11,7 @@ from mediagraph.keys.feeds import FANOUT_GROUP, FeedCache, fanout_dead_letters, 
 from mediagraph.resolvers.feed_events import FanoutKind, FanoutMessage
 from mediagraph.workers import feeds as fanout
 from tests.support.apps import app_with, private_prefix
-from tests.support.factories import create_post, create_user, follow
+from tests.support.factories import create_post, create_user, follow, followed_author
 from tests.support.feeds import cached_newsfeed, first_page, post_ids, raw
 
 WAIT_SECONDS = 90
@@ -44,11 +44,7 @@ async def worker_env(settings, live_servers):
 
 async def test_worker_process_fans_out_to_ordinary_followers_with_feeds(worker_env):
     services, gql = worker_env
-    author_token, author = await create_user(gql)
-    readers = [await create_user(gql) for _ in range(2)]
-    idle_token, idle = await create_user(gql)
-    for token, _ in (*readers, (idle_token, idle)):
-        await follow(gql, token=token, user_id=author["id"])
+    (author_token, _), [*readers, (idle_token, idle)] = await followed_author(gql, followers=3)
     for token, _ in readers:
         await first_page(gql, token=token)
     post = await create_post(gql, token=author_token, text="to everyone with a feed")
@@ -65,11 +61,8 @@ async def test_worker_process_fans_out_to_ordinary_followers_with_feeds(worker_e
 
 async def test_worker_process_skips_celebrities(worker_env):
     services, gql = worker_env
-    star_token, star = await create_user(gql)
+    (star_token, _), [(reader_token, reader), *_] = await followed_author(gql, followers=4)
     friend_token, friend = await create_user(gql)
-    reader_token, reader = await create_user(gql)
-    for token in [reader_token] + [(await create_user(gql))[0] for _ in range(3)]:
-        await follow(gql, token=token, user_id=star["id"])
     await follow(gql, token=reader_token, user_id=friend["id"])
     await first_page(gql, token=reader_token)
     star_post = await create_post(gql, token=star_token, text="celebrity")
@@ -88,9 +81,7 @@ async def test_worker_process_skips_celebrities(worker_env):
 async def test_messages_of_a_dead_consumer_are_claimed_by_a_worker_process(settings, live_servers):
     prefix = private_prefix(settings, "claim")
     async with app_with(settings, redis_prefix=prefix) as (services, gql):
-        author_token, author = await create_user(gql)
-        reader_token, reader = await create_user(gql)
-        await follow(gql, token=reader_token, user_id=author["id"])
+        (author_token, _), [(reader_token, reader)] = await followed_author(gql)
         await first_page(gql, token=reader_token)
         await fanout.ensure_group(services)
         posts = [await create_post(gql, token=author_token, text=f"post {n}") for n in range(3)]
@@ -129,10 +120,9 @@ async def retrying(settings):
 
 
 async def _author_with_readers(gql, count):
-    author = await create_user(gql)
-    readers = [await create_user(gql) for _ in range(count)]
+    """An author followed by `count` readers who each have a cached feed."""
+    author, readers = await followed_author(gql, followers=count)
     for token, _ in readers:
-        await follow(gql, token=token, user_id=author[1]["id"])
         await first_page(gql, token=token)
     return author, readers
 

@@ -83,3 +83,15 @@ async def create_post(gql: GraphQLClient, *, token: str, text: str = "Hello", me
     """Posts as the token's user; returns the post's global id."""
     data = await gql.ok(CREATE_POST, {"text": text, "mediaId": media_id}, token=token)
     return data["createPost"]["id"]  # type: ignore[no-any-return]
+
+
+User = tuple[str, dict[str, Any]]
+
+
+async def followed_author(gql: GraphQLClient, *, followers: int = 1) -> tuple[User, list[User]]:
+    """An author and `followers` users following them, each as (token, user)."""
+    author = await create_user(gql)
+    fans = [await create_user(gql) for _ in range(followers)]
+    for token, _ in fans:
+        await follow(gql, token=token, user_id=author[1]["id"])
+    return author, fans
