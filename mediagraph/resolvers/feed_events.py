@@ -9,7 +9,10 @@ that repeats one is harmless.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 REDIS_ERRORS = (RedisError, OSError)
 # Bounded so a stream nobody consumes cannot grow without limit.
 STREAM_MAX_LENGTH = 1_000_000
+Sessions = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 # Published on a user's news-feed channel when their follows change.
 FOLLOWS_CHANGED = {"followsChanged": True}
 
@@ -62,14 +66,18 @@ def record(
     return event
 
 
-async def deliver(services: Services, event: FeedOutbox) -> bool:
-    """Applies a committed event now; if Redis is unreachable it stays for the relay."""
+async def deliver(services: Services, event: FeedOutbox, *, sessions: Sessions) -> bool:
+    """Applies a committed event now; if Redis is unreachable it stays for the relay.
+
+    `sessions` opens the caller's database session (a request's own), so delivering
+    does not take a second connection from the pool.
+    """
     try:
-        await apply(services, event)
+        await apply(services, event, sessions=sessions)
     except REDIS_ERRORS as error:
         log.warning("feed event %s %s left for the relay: %s", event.kind, event.id, error)
         return False
-    async with services.databases.main_session() as session:
+    async with sessions() as session:
         await session.execute(delete(FeedOutbox).where(col(FeedOutbox.id) == event.id))
         await session.commit()
     return True
@@ -95,7 +103,7 @@ async def relay(services: Services, *, grace_seconds: float, limit: int = 100) -
         done: list[int] = []
         try:
             for event in events:
-                await apply(services, event)
+                await apply(services, event, sessions=lambda: contextlib.nullcontext(session))
                 done.append(event.id)
         finally:
             if done:
@@ -104,12 +112,12 @@ async def relay(services: Services, *, grace_seconds: float, limit: int = 100) -
     return len(done)
 
 
-async def apply(services: Services, event: FeedOutbox) -> None:
+async def apply(services: Services, event: FeedOutbox, *, sessions: Sessions) -> None:
     kind = FeedEventKind(event.kind)
     if kind is FeedEventKind.POST_CREATED or kind is FeedEventKind.POST_DELETED:
         await _apply_post(services, event, created=kind is FeedEventKind.POST_CREATED)
     elif kind is FeedEventKind.FOLLOWED:
-        await merge_followee(services, follower_id=event.user_id, followee_id=event.subject_id)
+        await merge_followee(services, sessions, follower_id=event.user_id, followee_id=event.subject_id)
         await services.bus.publish(newsfeed_channel(services.keys, event.user_id), FOLLOWS_CHANGED)
     else:
         cache = FeedCache(services.redis)
@@ -134,7 +142,7 @@ async def _apply_post(services: Services, event: FeedOutbox, *, created: bool) -
         await pipe.execute()
 
 
-async def merge_followee(services: Services, *, follower_id: int, followee_id: int) -> int:
+async def merge_followee(services: Services, sessions: Sessions, *, follower_id: int, followee_id: int) -> int:
     """Puts the followee's newest posts into the follower's news feed, if it is cached.
 
     The newest `newsfeed_size` are enough: after trimming, the feed keeps only the newest
@@ -144,7 +152,7 @@ async def merge_followee(services: Services, *, follower_id: int, followee_id: i
     if not await services.redis.exists(key):
         # A build starting after this reads the follow from PostgreSQL itself.
         return 0
-    async with services.databases.main_session() as session:
+    async with sessions() as session:
         rows = await recent_posts(session, [followee_id], limit=services.settings.newsfeed_size)
     entries = [Entry(post_id, author_id) for post_id, author_id in rows]
     return await FeedCache(services.redis).add(key, entries, maxlen=services.settings.newsfeed_size)

@@ -73,7 +73,7 @@ async def follow(context: Context, *, user_id: int) -> User:
             raise NotFound("No such user.") from None
     _forget_counts(context, viewer.id, user_id)
     if event is not None:
-        await feed_events.deliver(context.services, event)
+        await feed_events.deliver(context.services, event, sessions=context.db.use)
     return target
 
 
@@ -97,7 +97,7 @@ async def unfollow(context: Context, *, user_id: int) -> User:
         await session.commit()
     _forget_counts(context, viewer.id, user_id)
     if event is not None:
-        await feed_events.deliver(context.services, event)
+        await feed_events.deliver(context.services, event, sessions=context.db.use)
     return target
 
 

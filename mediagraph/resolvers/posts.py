@@ -45,7 +45,7 @@ async def create_post(context: Context, *, text: str, media_id: int | None) -> P
             raise NotFound("No such media.", argument="mediaId") from None
     context.loader(PostByIdLoader).prime(post_id, post)
     # The post is stored; if Redis is down the outbox relay fans it out later.
-    await feed_events.deliver(services, event)
+    await feed_events.deliver(services, event, sessions=context.db.use)
     return post
 
 
@@ -67,7 +67,7 @@ async def delete_post(context: Context, *, post_id: int) -> int:
         )
         await session.commit()
     context.loader(PostByIdLoader).clear(post_id)
-    await feed_events.deliver(context.services, event)
+    await feed_events.deliver(context.services, event, sessions=context.db.use)
     return post_id
 
 
