@@ -32,8 +32,8 @@ from mediagraph.app import create_app
 from mediagraph.db.base import utcnow
 from mediagraph.db.feeds import Follow, FollowCount, Post
 from mediagraph.db.users import User
-from mediagraph.ids import SnowflakeGenerator, snowflake_time
-from mediagraph.keys.feeds import FeedCache, newsfeed
+from mediagraph.ids import SnowflakeGenerator, decode_id, snowflake_time
+from mediagraph.keys.feeds import Entry, FeedCache, newsfeed
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers import feeds as fanout
@@ -76,7 +76,7 @@ async def _measure(
             cached.append(await _timed(lambda: _first_page(http, reader_headers)))
             await services.redis.delete(feed_key)
             cold.append(await _timed(lambda: _first_page(http, reader_headers)))
-        fanouts = [await _fan_out_one(services, http, _auth(settings, popular)) for _ in range(posts)]
+        fanouts = [await _fan_out_one(services, http, _auth(settings, popular), popular, fans) for _ in range(posts)]
 
     from_cache, rebuilt = Latency.of(cached), Latency.of(cold)
     spread = Latency.of(fanouts)
@@ -113,7 +113,9 @@ async def _timed(call: Callable[[], Awaitable[None]]) -> float:
     return time.perf_counter() - started
 
 
-async def _fan_out_one(services: Services, http: httpx.AsyncClient, headers: dict[str, str]) -> float:
+async def _fan_out_one(
+    services: Services, http: httpx.AsyncClient, headers: dict[str, str], author: int, fans: list[int]
+) -> float:
     body = (await http.post("/graphql", json={"query": CREATE_POST}, headers=headers)).json()
     if body.get("errors"):
         raise RuntimeError(f"createPost failed: {body}")
@@ -123,6 +125,14 @@ async def _fan_out_one(services: Services, http: httpx.AsyncClient, headers: dic
     elapsed = time.perf_counter() - started
     if delivered != 1:
         raise RuntimeError(f"expected one fan-out message, read {delivered}")
+    # Every follower's feed must now hold the post, or the figure means nothing.
+    member = Entry(decode_id(body["data"]["createPost"]["id"], "Post"), author).member
+    async with services.redis.pipeline(transaction=False) as pipe:
+        for fan in fans:
+            pipe.zscore(newsfeed(services.keys, fan), member)
+        missing = sum(score is None for score in await pipe.execute())
+    if missing:
+        raise RuntimeError(f"{missing} of {len(fans)} followers did not get the post")
     return elapsed
 
 

@@ -117,6 +117,8 @@ async def _attempt(services: Services, message: FanoutMessage, owed: list[int] |
             return None  # deleted before it was fanned out
         followers_count, _ = await follow_counts(session, message.author_id)
         if followers_count >= settings.celebrity_followers:
+            # A celebrity's posts enter feeds only by the merge on read: a new one is announced
+            # on the author's channel; a deleted one is skipped and pruned by the reads meeting it.
             if message.kind is FanoutKind.POST:
                 channel = author_posts_channel(services.keys, message.author_id)
                 await services.redis.publish(channel, fanout_payload(message))
