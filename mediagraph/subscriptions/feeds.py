@@ -9,7 +9,6 @@ viewer's follows change, their channel says so and the set of channels is recomp
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -67,8 +66,9 @@ class _Channels:
     async def close(self) -> None:
         for task in self.pumps.values():
             task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self.pumps.values(), return_exceptions=True)
+        if self.pumps:
+            # Waits for each subscription to leave the bus; a cancelled caller still cancels.
+            await asyncio.wait(self.pumps.values())
 
 
 async def newsfeed_post_ids(services: Services, viewer_id: int) -> AsyncIterator[int]:
