@@ -40,3 +40,17 @@ def decode_cursor(secret: str, kind: str, cursor: str) -> list[Any]:
     if cursor_kind != kind or not isinstance(values, list):
         raise invalid
     return values
+
+
+def encode_id_cursor(secret: str, kind: str, value: int) -> str:
+    """A keyset cursor holding one id (the last row of a page)."""
+    return encode_cursor(secret, kind, [value])
+
+
+def decode_id_cursor(secret: str, kind: str, cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    values = decode_cursor(secret, kind, cursor)
+    if len(values) != 1 or not isinstance(values[0], int) or isinstance(values[0], bool) or values[0] < 1:
+        raise BadUserInput("The cursor is invalid; start again without `after`.")
+    return values[0]

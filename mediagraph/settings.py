@@ -43,6 +43,19 @@ class Settings(BaseSettings):
     login_window_seconds: int = 300
     nickname_change_interval_hours: int = 24
 
+    # Feeds: authors with at least this many followers are not fanned out; their
+    # followers merge their posts in on read instead.
+    celebrity_followers: int = 10_000
+    # Cached feeds keep only their newest entries (the older ones come from PostgreSQL).
+    newsfeed_size: int = 50
+    author_feed_size: int = 50
+    author_feed_ttl_seconds: int = 7 * 24 * 3600
+    newsfeed_ttl_seconds: int = 7 * 24 * 3600
+    fanout_max_attempts: int = 5
+    fanout_retry_base_ms: int = 200
+    # A fan-out message pending this long under one consumer is presumed orphaned and claimed.
+    fanout_claim_idle_ms: int = 60_000
+
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
 
@@ -73,6 +86,13 @@ class Settings(BaseSettings):
     def node_id_fits_ten_bits(cls, value: int) -> int:
         if not 0 <= value < 1024:
             raise ValueError("node_id must be between 0 and 1023")
+        return value
+
+    @field_validator("newsfeed_size", "author_feed_size", "fanout_max_attempts", "celebrity_followers")
+    @classmethod
+    def at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be at least 1")
         return value
 
     @field_validator("logical_shards")

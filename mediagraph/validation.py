@@ -72,3 +72,22 @@ def tags(values: list[str], *, argument: str = "tags") -> list[str]:
         if tag not in cleaned:
             cleaned.append(tag)
     return cleaned
+
+
+# Joiners are format characters, but emoji sequences and several scripts need them.
+JOINERS = ("\u200c", "\u200d")
+
+
+def post_text(value: str, *, max_length: int) -> str:
+    """Post text, counted in characters (code points after NFC), never in bytes."""
+    text = unicodedata.normalize("NFC", value.replace("\r\n", "\n")).strip()
+    checked = text.replace("\n", "").replace("\t", "")
+    for joiner in JOINERS:
+        checked = checked.replace(joiner, "")
+    if _has_control_characters(checked):
+        raise BadUserInput("`text` contains control characters.", argument="text")
+    if not checked.strip():
+        raise BadUserInput("`text` must not be empty.", argument="text")
+    if len(text) > max_length:
+        raise BadUserInput(f"`text` must be at most {max_length} characters long; it has {len(text)}.", argument="text")
+    return text

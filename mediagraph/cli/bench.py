@@ -25,3 +25,21 @@ def playback(
     from benchmarks import playback as benchmark
 
     benchmark.run(heartbeats=heartbeats, concurrency=concurrency, media=media, rounds=rounds)
+
+
+@bench.command("feed")
+def feed(
+    followers: Annotated[int, typer.Option(min=1, help="Followers the fanned-out post reaches.")] = 10_000,
+    followees: Annotated[
+        int, typer.Option(min=1, help="Users the reader follows (1,000+ reads them in chunks).")
+    ] = 1_000,
+    posts_per_followee: Annotated[int, typer.Option(min=1, help="Posts each followee wrote over 3 days.")] = 20,
+    samples: Annotated[int, typer.Option(min=1, help="First pages timed on each path.")] = 50,
+    posts: Annotated[int, typer.Option(min=1, help="Posts fanned out (one at a time).")] = 5,
+) -> None:
+    """News feed first page from the cache vs a cold fan-in rebuild, and fan-out to many followers."""
+    from benchmarks import feed as benchmark
+
+    benchmark.run(
+        followers=followers, followees=followees, posts_per_followee=posts_per_followee, samples=samples, posts=posts
+    )

@@ -20,6 +20,7 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
+from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
@@ -28,11 +29,11 @@ from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
-Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, PlaybackQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations, PlaybackMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions, PlaybackSubscriptions))
+Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, FeedQueries, PlaybackQueries))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, FeedMutations, PlaybackMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions, FeedSubscriptions, PlaybackSubscriptions))
 
-NODE_TYPES: list[Any] = [User, Media]
+NODE_TYPES: list[Any] = [User, Media, Post]
 
 
 class MediagraphSchema(strawberry.Schema):

@@ -9,14 +9,19 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import to_global_id
+from mediagraph.resolvers import follows as follow_resolvers
 from mediagraph.resolvers import media as media_resolvers
+from mediagraph.resolvers import posts as post_resolvers
 from mediagraph.resolvers import users as resolvers
 from mediagraph.schema.relay import Node, register_node
 
 if TYPE_CHECKING:
+    from mediagraph.schema.feeds import FollowConnection, PostConnection
     from mediagraph.schema.media import MediaConnection
 
 MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.schema.media")]
+PostConnectionRef = Annotated["PostConnection", strawberry.lazy("mediagraph.schema.feeds")]
+FollowConnectionRef = Annotated["FollowConnection", strawberry.lazy("mediagraph.schema.feeds")]
 
 
 @strawberry.type
@@ -53,6 +58,45 @@ class User(Node):
 
         page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, first=first, after=after)
         return MediaConnection.from_page(page)
+
+    @strawberry.field(description="This user's posts, newest first.")
+    async def posts(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> PostConnectionRef:
+        from mediagraph.schema.feeds import PostConnection
+
+        page = await post_resolvers.author_posts(info.context, author_id=self.raw_id, first=first, after=after)
+        return PostConnection.from_page(page)
+
+    @strawberry.field(description="Who follows this user, most recent follow first.")
+    async def followers(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> FollowConnectionRef:
+        from mediagraph.schema.feeds import FollowConnection
+
+        page = await follow_resolvers.followers(info.context, user_id=self.raw_id, first=first, after=after)
+        return FollowConnection.from_page(page)
+
+    @strawberry.field(description="Whom this user follows, most recent follow first.")
+    async def following(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> FollowConnectionRef:
+        from mediagraph.schema.feeds import FollowConnection
+
+        page = await follow_resolvers.following(info.context, user_id=self.raw_id, first=first, after=after)
+        return FollowConnection.from_page(page)
+
+    @strawberry.field
+    async def follower_count(self, info: Info[Context, None]) -> int:
+        return (await follow_resolvers.follow_counts(info.context, self.raw_id)).followers
+
+    @strawberry.field
+    async def following_count(self, info: Info[Context, None]) -> int:
+        return (await follow_resolvers.follow_counts(info.context, self.raw_id)).following
+
+    @strawberry.field(description="Whether the logged-in viewer follows this user (false when logged out).")
+    async def viewer_follows(self, info: Info[Context, None]) -> bool:
+        return await follow_resolvers.viewer_follows(info.context, self.raw_id)
 
 
 def user_or_none(row: UserRow | None) -> User | None:

@@ -24,6 +24,11 @@ from mediagraph.subscriptions.backend import ResilientRedisBackend
 DEFAULT_KEEP = 256
 
 
+def wire_payload(payload: object) -> str:
+    """A payload as it travels on a channel, for publishers that batch PUBLISH in a pipeline."""
+    return orjson.dumps(payload).decode()
+
+
 class Mailbox(asyncio.Queue["Event | None"]):
     """A subscriber's queue that never blocks the shared listener: when full, the oldest event goes."""
 
@@ -74,7 +79,7 @@ class EventBus:
 
     async def publish(self, channel: str, payload: object) -> None:
         """`channel` is a full channel name, built by the domain's `keys` module."""
-        await self._broadcast.publish(channel, orjson.dumps(payload).decode())
+        await self._broadcast.publish(channel, wire_payload(payload))
 
     def local_subscribers(self, channel: str) -> int:
         """How many subscribers in this process listen on `channel`."""

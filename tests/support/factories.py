@@ -67,3 +67,31 @@ async def create_media(
     body = response.json()
     assert not body.get("errors"), body
     return body["data"]["uploadMedia"]  # type: ignore[no-any-return]
+
+
+FOLLOW = "mutation($id: ID!) { follow(userId: $id) { id followerCount } }"
+CREATE_POST = (
+    "mutation($text: String!, $mediaId: ID) { createPost(text: $text, mediaId: $mediaId) { id text createdAt } }"
+)
+
+
+async def follow(gql: GraphQLClient, *, token: str, user_id: str) -> None:
+    await gql.ok(FOLLOW, {"id": user_id}, token=token)
+
+
+async def create_post(gql: GraphQLClient, *, token: str, text: str = "Hello", media_id: str | None = None) -> str:
+    """Posts as the token's user; returns the post's global id."""
+    data = await gql.ok(CREATE_POST, {"text": text, "mediaId": media_id}, token=token)
+    return data["createPost"]["id"]  # type: ignore[no-any-return]
+
+
+User = tuple[str, dict[str, Any]]
+
+
+async def followed_author(gql: GraphQLClient, *, followers: int = 1) -> tuple[User, list[User]]:
+    """An author and `followers` users following them, each as (token, user)."""
+    author = await create_user(gql)
+    fans = [await create_user(gql) for _ in range(followers)]
+    for token, _ in fans:
+        await follow(gql, token=token, user_id=author[1]["id"])
+    return author, fans

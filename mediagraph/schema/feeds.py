@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
+
+import strawberry
+from strawberry.types import Info
+
+from mediagraph.context import Context
+from mediagraph.db.feeds import Post as PostRow
+from mediagraph.db.users import User as UserRow
+from mediagraph.ids import decode_id, to_global_id
+from mediagraph.resolvers import feeds as resolvers
+from mediagraph.resolvers import follows as follow_resolvers
+from mediagraph.resolvers import posts as post_resolvers
+from mediagraph.resolvers.media import media_by_id
+from mediagraph.resolvers.pagination import Page
+from mediagraph.resolvers.users import user_by_id
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
+
+if TYPE_CHECKING:
+    from mediagraph.schema.media import Media
+    from mediagraph.schema.users import User
+
+UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
+MediaRef = Annotated["Media", strawberry.lazy("mediagraph.schema.media")]
+
+
+@strawberry.type(description="A short text post (at most 300 characters), optionally with attached media.")
+class Post(Node):
+    raw_id: strawberry.Private[int]
+    author_id: strawberry.Private[int]
+    media_id: strawberry.Private[int | None]
+    text: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: PostRow) -> Post:
+        return cls(
+            id=strawberry.ID(to_global_id("Post", row.id)),
+            raw_id=row.id,
+            author_id=row.author_id,
+            media_id=row.media_id,
+            text=row.text,
+            created_at=row.created_at,
+        )
+
+    @strawberry.field
+    async def author(self, info: Info[Context, None]) -> UserRef:
+        from mediagraph.schema.users import User
+
+        row = await user_by_id(info.context, self.author_id)
+        if row is None:
+            raise RuntimeError(f"post {self.raw_id} has no author row")
+        return User.from_row(row)
+
+    @strawberry.field(description="The attached media; null if none was attached or it was deleted.")
+    async def media(self, info: Info[Context, None]) -> MediaRef | None:
+        from mediagraph.schema.media import Media
+
+        if self.media_id is None:
+            return None
+        row = await media_by_id(info.context, self.media_id)
+        return Media.from_row(row) if row is not None else None
+
+
+async def _fetch_post(context: Context, raw_id: int) -> Post | None:
+    row = await post_resolvers.post_by_id(context, raw_id)
+    return Post.from_row(row) if row is not None else None
+
+
+register_node("Post", _fetch_post)
+
+
+@strawberry.type
+class PostConnection:
+    edges: list[Edge[Post]]
+    page_info: PageInfo
+
+    @classmethod
+    def from_page(cls, page: Page[PostRow]) -> PostConnection:
+        return cls(
+            edges=[Edge(cursor=cursor, node=Post.from_row(row)) for cursor, row in page.items],
+            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+        )
+
+
+@strawberry.type
+class FollowEdge:
+    cursor: str
+    node: UserRef
+    followed_at: datetime
+
+
+@strawberry.type
+class FollowConnection:
+    edges: list[FollowEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def from_page(cls, page: Page[tuple[UserRow, datetime]]) -> FollowConnection:
+        from mediagraph.schema.users import User
+
+        return cls(
+            edges=[
+                FollowEdge(cursor=cursor, node=User.from_row(user), followed_at=followed_at)
+                for cursor, (user, followed_at) in page.items
+            ],
+            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+        )
+
+
+@strawberry.type
+class DeletedPost:
+    id: strawberry.ID
+
+
+@strawberry.type(description="A post that just entered the viewer's news feed.")
+class NewsfeedUpdate:
+    post_id: strawberry.ID
+    post: Post
+
+
+@strawberry.type
+class FeedQueries:
+    @strawberry.field
+    async def post(self, info: Info[Context, None], id: strawberry.ID) -> Post | None:
+        return await _fetch_post(info.context, decode_id(id, "Post"))
+
+    @strawberry.field(
+        description="Posts of the users the viewer follows, newest first; scrolls back to their first post."
+    )
+    async def newsfeed(
+        self, info: Info[Context, None], first: int | None = resolvers.NEWSFEED_PAGE_SIZE, after: str | None = None
+    ) -> PostConnection:
+        return PostConnection.from_page(await resolvers.newsfeed_page(info.context, first=first, after=after))
+
+
+@strawberry.type
+class FeedMutations:
+    @strawberry.mutation(description="Follow a user; following someone already followed changes nothing.")
+    async def follow(self, info: Info[Context, None], user_id: strawberry.ID) -> UserRef:
+        from mediagraph.schema.users import User
+
+        return User.from_row(await follow_resolvers.follow(info.context, user_id=decode_id(user_id, "User")))
+
+    @strawberry.mutation(description="Stop following a user; unfollowing someone not followed changes nothing.")
+    async def unfollow(self, info: Info[Context, None], user_id: strawberry.ID) -> UserRef:
+        from mediagraph.schema.users import User
+
+        return User.from_row(await follow_resolvers.unfollow(info.context, user_id=decode_id(user_id, "User")))
+
+    @strawberry.mutation(description="Post up to 300 characters, optionally attaching media.")
+    async def create_post(self, info: Info[Context, None], text: str, media_id: strawberry.ID | None = None) -> Post:
+        media = decode_id(media_id, "Media") if media_id is not None else None
+        return Post.from_row(await post_resolvers.create_post(info.context, text=text, media_id=media))
+
+    @strawberry.mutation(description="Delete one of the viewer's posts; it leaves every feed.")
+    async def delete_post(self, info: Info[Context, None], id: strawberry.ID) -> DeletedPost:
+        await post_resolvers.delete_post(info.context, post_id=decode_id(id, "Post"))
+        return DeletedPost(id=id)
+
+
+@strawberry.type
+class FeedSubscriptions:
+    @strawberry.subscription(description="Posts as they enter the viewer's news feed (log in first).")
+    async def newsfeed_updated(self, info: Info[Context, None]) -> AsyncGenerator[NewsfeedUpdate, None]:
+        async for row in resolvers.newsfeed_updates(info.context):
+            post = Post.from_row(row)
+            yield NewsfeedUpdate(post_id=post.id, post=post)
