@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -48,8 +49,8 @@ def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> dict:
     raise AssertionError("embedded server never became ready")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(2)  # Ctrl-C, as a person would stop it
+def _stop(process: subprocess.Popen[bytes], signum: int = signal.SIGINT) -> None:
+    process.send_signal(signum)  # Ctrl-C by default, as a person would stop it
     assert process.wait(timeout=30) == 0
 
 
@@ -79,7 +80,8 @@ def test_serve_with_nothing_configured_starts_embedded_servers_and_reuses_data(t
         again = httpx.post(f"{base}/graphql", json={"query": REGISTER}).json()
         assert again["errors"][0]["extensions"]["code"] == "CONFLICT"
     finally:
-        _stop(second)
+        _stop(second, signal.SIGTERM)  # as a process manager stops it
+    assert not _postgres_running(data_dir)
 
 
 def _postgres_running(data_dir: str) -> bool:

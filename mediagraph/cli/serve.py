@@ -26,6 +26,7 @@ def serve(
     from mediagraph.app import create_app
 
     configure_logging()
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     with provisioned() as (settings, endpoints):
         if demo:
             from mediagraph.cli.admin import load_demo
@@ -43,6 +44,12 @@ def serve(
             access_log=False,
             timeout_graceful_shutdown=5,
         )
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; by default that
+    # kills the process on the spot, before the embedded servers are stopped.
+    raise SystemExit(0)
 
 
 def worker(name: Annotated[str, typer.Argument(help="Which worker to run.")]) -> None:
