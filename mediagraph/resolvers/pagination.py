@@ -13,7 +13,9 @@ class Page(Generic[R]):
     items: list[tuple[str, R]]
     has_next_page: bool
     omitted: list[R] = field(default_factory=list)
+    # Where to go on from when a page has no items yet paging is not over.
+    continuation: str | None = None
 
     @property
     def end_cursor(self) -> str | None:
-        return self.items[-1][0] if self.items else None
+        return self.items[-1][0] if self.items else self.continuation

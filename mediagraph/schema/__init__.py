@@ -23,13 +23,14 @@ from mediagraph.schema.extensions import CloseOperationSession, coded, is_intern
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.users import User, UserMutations, UserQueries
+from mediagraph.schema.views import ViewsMutations, ViewsSubscriptions
 from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
 Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions,))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, ViewsMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions, ViewsSubscriptions))
 
 NODE_TYPES: list[Any] = [User, Media]
 

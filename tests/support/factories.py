@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -67,3 +68,30 @@ async def create_media(
     body = response.json()
     assert not body.get("errors"), body
     return body["data"]["uploadMedia"]  # type: ignore[no-any-return]
+
+
+RECORD_VIEW = "mutation($id: ID!) { recordView(mediaId: $id) { counted } }"
+
+
+async def record_views(
+    http: httpx.AsyncClient, *, media_id: str, count: int, agent: str | None = None, concurrency: int = 16
+) -> int:
+    """`count` views of one media by distinct anonymous viewers (each its own user agent); returns how many counted."""
+    base = agent or unique_name("agent")
+    counted = 0
+    for start in range(0, count, concurrency):
+        responses = await asyncio.gather(
+            *(
+                http.post(
+                    "/graphql",
+                    json={"query": RECORD_VIEW, "variables": {"id": media_id}},
+                    headers={"user-agent": f"{base}-{n}"},
+                )
+                for n in range(start, min(start + concurrency, count))
+            )
+        )
+        for response in responses:
+            body = response.json()
+            assert not body.get("errors"), body
+            counted += body["data"]["recordView"]["counted"]
+    return counted
