@@ -72,7 +72,7 @@ class LikeCountByMediaIdLoader(Loader[int, int]):
                     col(MediaLikeCount.media_id).in_(keys)
                 )
             )
-            counts: dict[int, int] = {media_id: count for media_id, count in rows}
+            counts: dict[int, int] = dict(rows.all())
         return [counts.get(key, 0) for key in keys]
 
 

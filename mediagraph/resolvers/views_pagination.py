@@ -60,14 +60,14 @@ class SessionCursor:
     filter: str  # which list (tags) the session pages
     inline: tuple[int, ...] = ()  # first page only: its served ids, not stored yet
 
-    def encode(self, context: Context, sort: MediaSort) -> str:
+    def encode(self, secret: str, sort: MediaSort) -> str:
         packed = base64.b64encode(struct.pack(f">{len(self.inline)}q", *self.inline)).decode()
         values = [self.session_id, self.served, self.generation, self.count, self.media_id, self.filter, packed]
-        return encode_cursor(context.settings.secret_key, _kind(sort), values)
+        return encode_cursor(secret, _kind(sort), values)
 
     @classmethod
-    def decode(cls, context: Context, sort: MediaSort, cursor: str) -> SessionCursor:
-        values = decode_cursor(context.settings.secret_key, _kind(sort), cursor)
+    def decode(cls, secret: str, sort: MediaSort, cursor: str) -> SessionCursor:
+        values = decode_cursor(secret, _kind(sort), cursor)
         try:
             session_id, served, generation, count, media_id, list_filter, packed = values
             raw = base64.b64decode(packed, validate=True)
@@ -84,7 +84,7 @@ def _kind(sort: MediaSort) -> str:
     return f"media:{sort.value.lower()}"
 
 
-def _filter_signature(tags: list[str] | None, tag_match: TagMatch) -> str:
+def filter_signature(tags: list[str] | None, tag_match: TagMatch) -> str:
     wanted = sorted(validation.tags(tags or []))
     return hashlib.sha256(f"{tag_match.value}:{','.join(wanted)}".encode()).hexdigest()[:12]
 
@@ -121,10 +121,10 @@ async def ranked_media_list(
 ) -> Page[Media]:
     limit = page_size(first, min(context.settings.max_page_size, INLINE_LIMIT))
     conditions = tag_filter(tags, tag_match)
-    signature = _filter_signature(tags, tag_match)
+    signature = filter_signature(tags, tag_match)
     if after is None:
         return await _first_page(context, sort, conditions, signature, limit)
-    cursor = SessionCursor.decode(context, sort, after)
+    cursor = SessionCursor.decode(context.settings.secret_key, sort, after)
     if cursor.filter != signature:
         raise BadUserInput("The cursor belongs to a list with other tags; start again without `after`.")
     ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
@@ -146,7 +146,7 @@ async def _first_page(
         served = tuple(m.id for m in page[: at + 1])
         count, media_id = _position(sort, media)
         cursor = SessionCursor(session_id, len(served), rows[0][2], count, media_id, signature, served)
-        items.append((cursor.encode(context, sort), media))
+        items.append((cursor.encode(context.settings.secret_key, sort), media))
     return Page(items=items, has_next_page=len(rows) > limit)
 
 
@@ -197,12 +197,12 @@ async def _next_page(
     for index, media in enumerate(page[:limit]):
         count, media_id = _position(sort, media)
         edge = replace(base, served=base.served + index + 1, count=count, media_id=media_id)
-        items.append((edge.encode(context, sort), media))
+        items.append((edge.encode(context.settings.secret_key, sort), media))
     return Page(
         items=items,
         has_next_page=len(page) > limit or cut_short,
         omitted=omitted,
-        continuation=base.encode(context, sort) if cut_short and not items else None,
+        continuation=base.encode(context.settings.secret_key, sort) if cut_short and not items else None,
     )
 
 
