@@ -20,8 +20,7 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.media import Bookmark, Media
 from mediagraph.errors import BadUserInput, Forbidden, NotFound
 from mediagraph.keys.media import media_uploaded_channel
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
 
 

@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import BigInteger, delete, exists, literal, select, tuple_, union_all, update
+from sqlalchemy import BigInteger, delete, exists, literal, select, text, tuple_, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -35,8 +35,7 @@ from mediagraph.db.views import MediaPageSession, MediaPageSessionItem, MediaSor
 from mediagraph.errors import BadUserInput, CursorExpired
 from mediagraph.ids import snowflake_time
 from mediagraph.resolvers.media import TagMatch, tag_filter
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 
 # A first-page cursor carries the ids served so far; this bounds its length.
 INLINE_LIMIT = 100
@@ -154,13 +153,8 @@ async def _next_page(
     context: Context, sort: MediaSort, conditions: list[Any], cursor: SessionCursor, limit: int
 ) -> Page[Media]:
     omitted_limit = context.settings.max_page_size
-    key = tuple_(_sort_column(sort), col(Media.id))
-    cursor_key = tuple_(literal(cursor.count, BigInteger), literal(cursor.media_id, BigInteger))
-    unserved = ~exists().where(col(Item.session_id) == cursor.session_id, col(Item.media_id) == col(Media.id))
-    changed = col(Media.sort_generation) > literal(cursor.generation, BigInteger)
     both = union_all(
-        _ranked(sort, "page", [key < cursor_key, unserved, *conditions], limit + 1),
-        _ranked(sort, "omitted", [changed, key > cursor_key, unserved, *conditions], omitted_limit + 1),
+        next_page_query(sort, cursor, conditions, limit + 1), omitted_query(sort, cursor, conditions, omitted_limit + 1)
     ).subquery()
     read = select(aliased(Media, both), both.c.part, both.c.generation).execution_options(populate_existing=True)
 
@@ -206,8 +200,30 @@ async def _next_page(
     )
 
 
+def _around(sort: MediaSort, cursor: SessionCursor) -> tuple[Any, Any, Any]:
+    """The row key, the cursor's key, and "not yet served in this session"."""
+    key = tuple_(_sort_column(sort), col(Media.id))
+    cursor_key = tuple_(literal(cursor.count, BigInteger), literal(cursor.media_id, BigInteger))
+    unserved = ~exists().where(col(Item.session_id) == cursor.session_id, col(Item.media_id) == col(Media.id))
+    return key, cursor_key, unserved
+
+
+def next_page_query(sort: MediaSort, cursor: SessionCursor, conditions: list[Any], limit: int) -> Any:
+    key, cursor_key, unserved = _around(sort, cursor)
+    return _ranked(sort, "page", [key < cursor_key, unserved, *conditions], limit)
+
+
+def omitted_query(sort: MediaSort, cursor: SessionCursor, conditions: list[Any], limit: int) -> Any:
+    """Unserved media above the cursor, looked for only among those the sync changed since the cursor's page."""
+    key, cursor_key, unserved = _around(sort, cursor)
+    changed = col(Media.sort_generation) > literal(cursor.generation, BigInteger)
+    return _ranked(sort, "omitted", [changed, key > cursor_key, unserved, *conditions], limit)
+
+
 async def _resume_session(session: AsyncSession, context: Context, sort: MediaSort, cursor: SessionCursor) -> None:
     """Lock the session (storing it if the first page's cursor carries it) and forget what followed the cursor."""
+    # Sessions are soft state: their writes need not wait for the WAL to reach the disk.
+    await session.execute(text("SET LOCAL synchronous_commit = off"))
     now = utcnow()
     session_id = cursor.session_id
     if cursor.inline:
