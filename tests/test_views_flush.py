@@ -7,12 +7,13 @@ import dataclasses
 import random
 from functools import partial
 
+import httpx
 from sqlalchemy import text
 
 from mediagraph.dataloaders.views import live_view_totals, view_buffer
 from mediagraph.ids import from_global_id
 from mediagraph.workers import views as worker
-from tests.support.factories import create_media, create_user, unique_name
+from tests.support.factories import create_media, create_user, record_views, unique_name
 
 LONG_LEASE_MS = 60_000
 
@@ -209,3 +210,24 @@ async def _until(condition, attempts=1200):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition never became true")
+
+
+async def test_serve_runs_the_views_worker_by_default(http, gql, services, live_servers):
+    base = live_servers.start(MEDIAGRAPH_VIEW_FLUSH_INTERVAL_SECONDS="0.1", MEDIAGRAPH_VIEW_SYNC_INTERVAL_SECONDS="0.1")
+    server = live_servers.processes[-1]
+    try:
+        token, _ = await create_user(gql)
+        media = await create_media(http, token=token)
+        async with httpx.AsyncClient(base_url=base) as api:
+            assert await record_views(api, media_id=media["id"], count=6) == 6
+        media_id = from_global_id(media["id"])[1]
+        await _until(partial(_synced, services, media_id, 6))
+    finally:
+        # Its workers would flush and sync under the other tests' feet.
+        server.terminate()
+        server.wait()
+
+
+async def _synced(services, media_id, views):
+    async with services.databases.main_session() as session:
+        return await session.scalar(text("SELECT view_count FROM media WHERE id = :id"), {"id": media_id}) == views
