@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from mediagraph.dataloaders.base import Loader
+from mediagraph.dataloaders.media import ViewerMarksLoader
 from mediagraph.db.views import MediaLike, MediaLikeCount
 from mediagraph.keys.views import Unflushed, ViewBuffer
 from mediagraph.services import Services
@@ -76,18 +77,7 @@ class LikeCountByMediaIdLoader(Loader[int, int]):
         return [counts.get(key, 0) for key in keys]
 
 
-class LikedByViewerLoader(Loader[int, bool]):
+class LikedByViewerLoader(ViewerMarksLoader):
     """Whether the viewer likes each media id."""
 
-    async def load_batch(self, keys: list[int]) -> Sequence[bool]:
-        viewer_id = self.context.viewer_id
-        if viewer_id is None:
-            return [False] * len(keys)
-        async with self.context.db.use() as session:
-            rows = await session.execute(
-                select(col(MediaLike.media_id)).where(
-                    col(MediaLike.user_id) == viewer_id, col(MediaLike.media_id).in_(keys)
-                )
-            )
-            liked = set(rows.scalars())
-        return [key in liked for key in keys]
+    columns = (col(MediaLike.user_id), col(MediaLike.media_id))
