@@ -16,7 +16,7 @@ bench = typer.Typer(
 
 @bench.command("views")
 def views(
-    views: Annotated[int, typer.Option(min=100, help="recordView requests, each from a distinct viewer.")] = 20_000,
+    views: Annotated[int, typer.Option(min=100, help="recordView requests, each from a distinct viewer.")] = 10_000,
     media: Annotated[int, typer.Option(min=1, help="Media the views are spread over.")] = 1_000,
     concurrency: Annotated[int, typer.Option(min=1, help="Keep-alive connections sending requests.")] = 64,
     subscribers: Annotated[int, typer.Option(min=1, help="viewCount subscribers on one server.")] = 200,

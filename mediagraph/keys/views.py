@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from redis.asyncio import Redis
@@ -88,6 +89,14 @@ def view_count_channel(keys: KeySpace, media_id: int) -> str:
     return keys.channel("views", media_id)
 
 
+class Counted(IntEnum):
+    """What COUNT_VIEW returns."""
+
+    ALREADY_SEEN = 0
+    YES = 1
+    YES_AND_ANNOUNCE = 2  # nobody was announcing this media's count: the caller does
+
+
 @dataclass(frozen=True)
 class Batch:
     bucket: int
@@ -130,12 +139,11 @@ class ViewBuffer:
     def push_key(self, media_id: int) -> str:
         return self._key(self.bucket_of(media_id), "push", media_id)
 
-    async def count_view(self, media_id: int, viewer: str, *, dedupe_seconds: int, push_hold_ms: int) -> int:
-        """0: seen recently, not counted; 1: counted; 2: counted, and the caller announces the new count."""
+    async def count_view(self, media_id: int, viewer: str, *, dedupe_seconds: int, push_hold_ms: int) -> Counted:
         bucket = self.bucket_of(media_id)
         script = self.redis.register_script(COUNT_VIEW)
         keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
-        return int(await script(keys=keys, args=[dedupe_seconds, media_id, push_hold_ms]))
+        return Counted(await script(keys=keys, args=[dedupe_seconds, media_id, push_hold_ms]))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
         script = self.redis.register_script(FOLLOW_UP_PUSH)

@@ -28,12 +28,11 @@ from mediagraph.db.media import Media
 from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount
 from mediagraph.errors import NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
+from mediagraph.keys.views import Counted
 from mediagraph.resolvers.media import require_media
 from mediagraph.subscriptions import views as live
 
 log = logging.getLogger(__name__)
-
-COUNTED_AND_ANNOUNCING = 2
 
 
 @dataclass
@@ -64,10 +63,10 @@ async def record_view(context: Context, *, media_id: int) -> RecordedView:
         )
     except (RedisError, OSError):
         raise ServiceUnavailable("Views cannot be counted right now; try again shortly.") from None
-    if outcome == COUNTED_AND_ANNOUNCING:
+    if outcome is Counted.YES_AND_ANNOUNCE:
         live.in_background(live.announce_while_counting(services, media_id))
     _forget(context, ViewCountByMediaIdLoader, media_id)
-    return RecordedView(counted=outcome > 0, media=media)
+    return RecordedView(counted=outcome is not Counted.ALREADY_SEEN, media=media)
 
 
 async def view_count(context: Context, media_id: int) -> int:
