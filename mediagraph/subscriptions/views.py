@@ -7,8 +7,6 @@ import logging
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from mediagraph.dataloaders.views import live_view_totals, view_buffer
 from mediagraph.keys.views import view_count_channel
 from mediagraph.services import Services
@@ -59,9 +57,10 @@ async def announce_while_counting(services: Services, media_id: int) -> None:
             await asyncio.sleep(interval)
             if not await buffer.follow_up_push(media_id, push_hold_ms=hold):
                 return
-    except (RedisError, OSError) as error:
-        # The claim expires by itself; the next counted view announces again.
-        log.warning("view count announcement for %s stopped: %s", media_id, error)
+    except Exception:
+        # Nobody awaits this task: say why it stopped. The claim expires by itself and the
+        # next counted view (or the next flush) announces again.
+        log.exception("view count announcement for media %s stopped", media_id)
 
 
 def in_background(coroutine: Coroutine[Any, Any, None]) -> None:
