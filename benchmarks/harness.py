@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from mediagraph.db.endpoints import Endpoints, async_url
 from mediagraph.db.provision import drop_database, provision
 from mediagraph.embedded import resolve_endpoints
+from mediagraph.services import Services
 from mediagraph.settings import Settings, get_settings
 
 console = Console()
@@ -111,3 +112,133 @@ def _cell(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+@contextlib.contextmanager
+def live_server(settings: Settings, *args: str) -> Iterator[str]:
+    """A real `mediagraph serve` process on these settings (no workers unless asked); yields its base URL."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
+    env.update(
+        {
+            "MEDIAGRAPH_DATABASE_URL": settings.database_url,
+            "MEDIAGRAPH_SHARD_URLS": ",".join(settings.shard_urls),
+            "MEDIAGRAPH_REDIS_URL": settings.redis_url,
+            "MEDIAGRAPH_REDIS_PREFIX": settings.redis_prefix,
+            "MEDIAGRAPH_SECRET_KEY": settings.secret_key,
+            "MEDIAGRAPH_DATA_DIR": str(settings.data_dir),
+            "MEDIAGRAPH_NODE_ID": "900",
+        }
+    )
+    command = [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, *(args or ("--no-workers",))], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the benchmark's server did not start")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@dataclass
+class Load:
+    """What a run of `post_load` measured: per-request latencies, failures, wall time."""
+
+    latencies: list[float]
+    errors: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+
+async def post_load(
+    base: str, requests: Sequence[tuple[bytes, dict[str, str]]], *, concurrency: int, path: str = "/graphql"
+) -> Load:
+    """POST each (JSON body, headers) over `concurrency` keep-alive connections, as fast as they answer.
+
+    A raw HTTP/1.1 client: httpx would spend more CPU than the server on this 2-core
+    machine. A response with `errors` in its body counts as a failure.
+    """
+    import time
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    latencies: list[float] = []
+    errors = 0
+    queue = iter(requests)
+
+    async def connection() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            for body, headers in queue:
+                extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n{extra}\r\n"
+                )
+                started = time.perf_counter()
+                writer.write(head.encode() + body)
+                response_head = await reader.readuntil(b"\r\n\r\n")
+                length = int(response_head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                payload = await reader.readexactly(length)
+                latencies.append(time.perf_counter() - started)
+                if not response_head.startswith(b"HTTP/1.1 200") or b'"errors"' in payload:
+                    errors += 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(connection() for _ in range(concurrency)))
+    return Load(latencies, errors, time.perf_counter() - started)
+
+
+async def bulk_media(services: Services, count: int, *, chunk: int = 50_000) -> list[int]:
+    """`count` media rows (no files behind them) owned by one new user, inserted in bulk; their ids."""
+    from sqlalchemy import text
+
+    from mediagraph.db.users import User
+
+    owner = User(
+        id=services.ids.next_id(), username=f"bench_{uuid.uuid4().hex[:12]}", nickname="Bench", password_hash="-"
+    )
+    async with services.databases.main_session() as session:
+        session.add(owner)
+        await session.commit()
+    ids = [services.ids.next_id() for _ in range(count)]
+    for start in range(0, count, chunk):
+        async with services.databases.main_session() as session:
+            await session.execute(
+                text(
+                    "INSERT INTO media (id, owner_id, title, description, tags, content_type, filename, "
+                    "size_bytes, storage_key, view_count, created_at, updated_at) "
+                    "SELECT i, :owner, 'Bench ' || i, '', ARRAY[]::varchar[], 'image/png', 'bench.png', 0, "
+                    "'bench/' || i, 0, now(), now() FROM unnest(CAST(:ids AS bigint[])) AS i"
+                ),
+                {"owner": owner.id, "ids": ids[start : start + chunk]},
+            )
+            await session.commit()
+    return ids

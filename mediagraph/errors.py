@@ -54,3 +54,9 @@ class ServiceUnavailable(UserError):
     """A backing store (a shard, Redis) cannot answer; the rest of the response still can."""
 
     code = "SERVICE_UNAVAILABLE"
+
+
+class CursorExpired(UserError):
+    """The pagination session behind a cursor ended (unused too long): start again without `after`."""
+
+    code = "CURSOR_EXPIRED"

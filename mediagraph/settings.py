@@ -56,10 +56,23 @@ class Settings(BaseSettings):
     # A fan-out message pending this long under one consumer is presumed orphaned and claimed.
     fanout_claim_idle_ms: int = 60_000
 
+    # Views: one counted view per viewer per media per window; pending counts live in
+    # `view_buckets` Redis hashes (fixed once views are recorded: a count waits in its bucket)
+    # until the flusher moves them to PostgreSQL, and the sync copies them to the sort columns.
+    view_dedupe_seconds: int = Field(default=600, ge=1)
+    view_buckets: int = Field(default=16, ge=1, le=1024)
+    view_flush_interval_seconds: float = Field(default=1.0, gt=0)
+    view_flush_lease_seconds: float = Field(default=30.0, gt=0)
+    view_sync_interval_seconds: float = Field(default=2.0, gt=0)
+    # At most one viewCount push per media per interval, from publishers and to each subscriber.
+    view_push_interval_seconds: float = Field(default=0.25, gt=0)
+    # A view- or like-sorted list's pagination session ends after this long unused.
+    page_session_ttl_seconds: int = Field(default=1800, ge=1)
+
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
 
-    # Live playback statistics (issue 7). A session is live while its last heartbeat is
+    # Live playback statistics. A session is live while its last heartbeat is
     # this recent; `at` may lead the server clock by the skew and trail it by the age.
     playback_live_window_seconds: int = Field(default=15, ge=1, le=3600)
     playback_max_clock_skew_seconds: int = Field(default=30, ge=0, le=3600)

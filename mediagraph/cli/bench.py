@@ -43,3 +43,31 @@ def feed(
     benchmark.run(
         followers=followers, followees=followees, posts_per_followee=posts_per_followee, samples=samples, posts=posts
     )
+
+
+@bench.command("views")
+def views(
+    views: Annotated[int, typer.Option(min=100, help="recordView requests, each from a distinct viewer.")] = 10_000,
+    media: Annotated[int, typer.Option(min=1, help="Media the views are spread over.")] = 1_000,
+    concurrency: Annotated[int, typer.Option(min=1, help="Keep-alive connections sending requests.")] = 64,
+    subscribers: Annotated[int, typer.Option(min=1, help="viewCount subscribers on one server.")] = 200,
+    pushes: Annotated[int, typer.Option(min=1, help="Views whose push latency is measured.")] = 20,
+) -> None:
+    """recordView throughput (beside media(id:)), flush rate, and viewCount push latency."""
+    from benchmarks import views as benchmark
+
+    benchmark.run(views=views, media=media, concurrency=concurrency, subscribers=subscribers, pushes=pushes)
+
+
+@bench.command("pagination")
+def pagination(
+    media: Annotated[int, typer.Option(min=1, help="Media in the list.")] = 210_000,
+    page_size: Annotated[int, typer.Option(min=1, max=100, help="Media per page.")] = 20,
+    depth: Annotated[int, typer.Option(min=2, help="The deep page measured beside page 2.")] = 10_000,
+    changes: Annotated[int, typer.Option(min=0, help="Media whose counts change after the cursors.")] = 1_000,
+    rounds: Annotated[int, typer.Option(min=1, help="Alternating rounds of measurement.")] = 10,
+) -> None:
+    """First page, page 2 and a deep page of the VIEWS sort side by side, and the cost of detecting omitted items."""
+    from benchmarks import pagination as benchmark
+
+    benchmark.run(media=media, page_size=page_size, depth=depth, changes=changes, rounds=rounds)

@@ -14,6 +14,8 @@ class Media(MainTable, table=True):
     __table_args__ = (
         Index("ix_media_owner_id_id", "owner_id", "id"),
         Index("ix_media_view_count_id", "view_count", "id"),
+        Index("ix_media_like_count_id", "like_count", "id"),
+        Index("ix_media_sort_generation", "sort_generation"),
         Index("ix_media_tags", "tags", postgresql_using="gin"),
     )
 
@@ -28,6 +30,10 @@ class Media(MainTable, table=True):
     storage_key: str = Field(sa_column=Column(String(255), nullable=False))
     # Synced periodically from the hot media_view_count table; indexed for sorting.
     view_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    # Synced from media_like_count for the LIKES sort; the exact figure stays in that table.
+    like_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    # The sync generation that last changed this row's sort columns (set on insert by a trigger).
+    sort_generation: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
     created_at: datetime = timestamp()  # type: ignore[assignment]
     updated_at: datetime = timestamp()  # type: ignore[assignment]
 

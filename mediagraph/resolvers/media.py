@@ -20,8 +20,7 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.media import Bookmark, Media
 from mediagraph.errors import BadUserInput, Forbidden, NotFound
 from mediagraph.keys.media import media_uploaded_channel
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
 
 
@@ -71,14 +70,19 @@ async def _newest_page(context: Context, query: Any, *, first: int | None, after
     )
 
 
+def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
+    """The WHERE conditions selecting media that carry ALL or ANY of `tags` (none when no tags)."""
+    wanted = validation.tags(tags or [])
+    if not wanted:
+        return []
+    column = Media.__table__.c.tags  # type: ignore[attr-defined]
+    return [column.contains(wanted) if tag_match is TagMatch.ALL else column.overlap(wanted)]
+
+
 async def media_list(
     context: Context, *, tags: list[str] | None, tag_match: TagMatch, first: int | None, after: str | None
 ) -> Page[Media]:
-    query = select(Media)
-    wanted = validation.tags(tags or [])
-    if wanted:
-        column = Media.__table__.c.tags  # type: ignore[attr-defined]
-        query = query.where(column.contains(wanted) if tag_match is TagMatch.ALL else column.overlap(wanted))
+    query = select(Media).where(*tag_filter(tags, tag_match))
     return await _newest_page(context, query, first=first, after=after, kind="media:newest")
 
 

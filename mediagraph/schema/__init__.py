@@ -25,13 +25,16 @@ from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSu
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
 from mediagraph.schema.users import User, UserMutations, UserQueries
+from mediagraph.schema.views import ViewsMutations, ViewsSubscriptions
 from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
 Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, FeedQueries, PlaybackQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations, FeedMutations, PlaybackMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions, FeedSubscriptions, PlaybackSubscriptions))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, ViewsMutations, FeedMutations, PlaybackMutations))
+Subscription = merge_types(
+    "Subscription", (MediaSubscriptions, ViewsSubscriptions, FeedSubscriptions, PlaybackSubscriptions)
+)
 
 NODE_TYPES: list[Any] = [User, Media, Post]
 

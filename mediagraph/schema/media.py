@@ -14,8 +14,10 @@ from mediagraph.db.media import Media as MediaRow
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import media as resolvers
 from mediagraph.resolvers import users as user_resolvers
+from mediagraph.resolvers import views as view_resolvers
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
+from mediagraph.resolvers.views_pagination import MediaSort, ranked_media_list
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 
 if TYPE_CHECKING:
@@ -25,6 +27,11 @@ UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
 
 TagMatchEnum = strawberry.enum(
     TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them."
+)
+MediaSortEnum = strawberry.enum(
+    MediaSort,
+    name="MediaSort",
+    description="NEWEST first, or most VIEWS / LIKES first (those report `omitted` items as counts move).",
 )
 
 
@@ -74,6 +81,18 @@ class Media(Node):
     async def viewer_has_bookmarked(self, info: Info[Context, None]) -> bool:
         return await info.context.loader(BookmarkedByViewerLoader).load(self.raw_id)
 
+    @strawberry.field(description="Views counted so far, including those not yet flushed to the database.")
+    async def view_count(self, info: Info[Context, None]) -> int:
+        return await view_resolvers.view_count(info.context, self.raw_id)
+
+    @strawberry.field
+    async def like_count(self, info: Info[Context, None]) -> int:
+        return await view_resolvers.like_count(info.context, self.raw_id)
+
+    @strawberry.field
+    async def viewer_has_liked(self, info: Info[Context, None]) -> bool:
+        return await view_resolvers.viewer_has_liked(info.context, self.raw_id)
+
 
 def media_or_none(row: MediaRow | None) -> Media | None:
     return Media.from_row(row) if row is not None else None
@@ -90,12 +109,18 @@ register_node("Media", _fetch_media)
 class MediaConnection:
     edges: list[Edge[Media]]
     page_info: PageInfo
+    omitted: list[Media] = strawberry.field(
+        description="VIEWS and LIKES sorts: media that moved above the cursor since the previous page and "
+        "were never served in this pagination session (paging on would have skipped them). Each is "
+        "delivered once: over a session every media appears exactly once, in a page or here."
+    )
 
     @classmethod
     def from_page(cls, page: Page[MediaRow]) -> MediaConnection:
         return cls(
             edges=[Edge(cursor=cursor, node=Media.from_row(row)) for cursor, row in page.items],
             page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            omitted=[Media.from_row(row) for row in page.omitted],
         )
 
 
@@ -110,16 +135,22 @@ class MediaQueries:
     async def media(self, info: Info[Context, None], id: strawberry.ID) -> Media | None:
         return media_or_none(await resolvers.media_by_id(info.context, decode_id(id, "Media")))
 
-    @strawberry.field(description="Media, newest first, optionally filtered by tags.")
+    @strawberry.field(description="Media, newest first or by views or likes, optionally filtered by tags.")
     async def media_list(
         self,
         info: Info[Context, None],
         tags: list[str] | None = None,
         tag_match: TagMatchEnum = TagMatch.ALL,  # type: ignore[valid-type]
+        sort: MediaSortEnum = MediaSort.NEWEST,  # type: ignore[valid-type]
         first: int | None = None,
         after: str | None = None,
     ) -> MediaConnection:
-        page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, first=first, after=after)
+        if sort is MediaSort.NEWEST:
+            page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, first=first, after=after)
+        else:
+            page = await ranked_media_list(
+                info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after
+            )
         return MediaConnection.from_page(page)
 
 

@@ -7,11 +7,12 @@ from typing import Any, Generic, TypeVar
 
 import strawberry
 
-from mediagraph.errors import BadUserInput
+# Defined beside `Page` so resolvers need not import the schema package (which imports them).
+from mediagraph.resolvers.pagination import DEFAULT_PAGE_SIZE, page_size
+
+__all__ = ["DEFAULT_PAGE_SIZE", "NODE_FETCHERS", "Edge", "Node", "PageInfo", "page_size", "register_node"]
 
 T = TypeVar("T")
-
-DEFAULT_PAGE_SIZE = 20
 
 
 @strawberry.interface(description="An object with a global id, fetchable with `node(id:)`.")
@@ -31,14 +32,6 @@ class PageInfo:
 class Edge(Generic[T]):
     cursor: str
     node: T
-
-
-def page_size(first: int | None, maximum: int) -> int:
-    if first is None:
-        return min(DEFAULT_PAGE_SIZE, maximum)
-    if first < 1 or first > maximum:
-        raise BadUserInput(f"`first` must be between 1 and {maximum}.", argument="first")
-    return first
 
 
 # Node types register how to fetch themselves by raw id: `node(id:)` dispatches here.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -95,3 +96,30 @@ async def followed_author(gql: GraphQLClient, *, followers: int = 1) -> tuple[Us
     for token, _ in fans:
         await follow(gql, token=token, user_id=author[1]["id"])
     return author, fans
+
+
+RECORD_VIEW = "mutation($id: ID!) { recordView(mediaId: $id) { counted } }"
+
+
+async def record_views(
+    http: httpx.AsyncClient, *, media_id: str, count: int, agent: str | None = None, concurrency: int = 16
+) -> int:
+    """`count` views of one media by distinct anonymous viewers (each its own user agent); returns how many counted."""
+    base = agent or unique_name("agent")
+    counted = 0
+    for start in range(0, count, concurrency):
+        responses = await asyncio.gather(
+            *(
+                http.post(
+                    "/graphql",
+                    json={"query": RECORD_VIEW, "variables": {"id": media_id}},
+                    headers={"user-agent": f"{base}-{n}"},
+                )
+                for n in range(start, min(start + concurrency, count))
+            )
+        )
+        for response in responses:
+            body = response.json()
+            assert not body.get("errors"), body
+            counted += body["data"]["recordView"]["counted"]
+    return counted

@@ -1,0 +1,217 @@
+"""The Redis side of view counting: its keys, and the scripts that keep their invariants.
+
+Pending counts are spread over buckets (media id mod `view_buckets`). Every key of a
+bucket carries the bucket's hash tag, so each script below touches one Cluster slot:
+
+- `pending`  hash media id -> views counted and not yet taken by a flusher;
+- `batch:<id>` hash media id -> views a flusher took (a batch in flight, immutable);
+- `batches`  sorted set batch id -> lease expiry (ms, Redis clock);
+- `seen:<media>:<viewer>` the dedupe key of one viewer (SET NX EX);
+- `push:<media>` whether a process is announcing this media's count, and how many
+  views arrived since it last looked.
+
+A counted view is always in exactly one of: `pending`, one in-flight batch, or (once a
+batch is applied) `media_view_count` in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from redis.asyncio import Redis
+
+from mediagraph.keys import KeySpace
+
+COUNT_VIEW = """
+if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+if redis.call('SET', KEYS[3], 1, 'NX', 'PX', ARGV[3]) then return 2 end
+redis.call('INCR', KEYS[3])
+return 1
+"""
+
+# The announcing process looks again after an interval: views that arrived meanwhile
+# (n > 1) mean one more push; otherwise it steps down and the next view takes over.
+FOLLOW_UP_PUSH = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 1 then
+  redis.call('SET', KEYS[1], 1, 'PX', ARGV[1])
+  return 1
+end
+redis.call('DEL', KEYS[1])
+return 0
+"""
+
+NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
+TAKE_BATCH = (
+    NOW_MS
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('RENAME', KEYS[1], KEYS[3])
+redis.call('ZADD', KEYS[2], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
+return redis.call('HGETALL', KEYS[3])
+"""
+)
+
+RECLAIM_BATCHES = (
+    NOW_MS
+    + """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[1])), id)
+end
+return ids
+"""
+)
+
+# Batch keys are derived from the bucket's own prefix, so they share its slot.
+READ_UNFLUSHED = """
+local ids = {}
+for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+local out = {redis.call('HMGET', KEYS[1], unpack(ids))}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('HMGET', ARGV[1] .. id, unpack(ids))
+end
+return out
+"""
+
+# Lua's unpack() has a stack limit; a loader batch is split into chunks below it.
+READ_CHUNK = 1_000
+
+
+def view_count_channel(keys: KeySpace, media_id: int) -> str:
+    return keys.channel("views", media_id)
+
+
+class Counted(IntEnum):
+    """What COUNT_VIEW returns."""
+
+    ALREADY_SEEN = 0
+    YES = 1
+    YES_AND_ANNOUNCE = 2  # nobody was announcing this media's count: the caller does
+
+
+@dataclass(frozen=True)
+class Batch:
+    bucket: int
+    id: uuid.UUID
+    deltas: dict[int, int]
+
+
+@dataclass
+class Unflushed:
+    """What Redis holds for some media: pending views, and each in-flight batch's share."""
+
+    pending: dict[int, int]
+    in_flight: dict[uuid.UUID, dict[int, int]]
+
+
+class ViewBuffer:
+    def __init__(self, redis: Redis, keys: KeySpace, buckets: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.buckets = buckets
+
+    def bucket_of(self, media_id: int) -> int:
+        return media_id % self.buckets
+
+    def _key(self, bucket: int, *parts: object) -> str:
+        return self.keys.key("views", f"{{b{bucket}}}", *parts)
+
+    def pending_key(self, bucket: int) -> str:
+        return self._key(bucket, "pending")
+
+    def batches_key(self, bucket: int) -> str:
+        return self._key(bucket, "batches")
+
+    def batch_key(self, bucket: int, batch_id: uuid.UUID | str) -> str:
+        return self._key(bucket, "batch", batch_id)
+
+    def seen_key(self, media_id: int, viewer: str) -> str:
+        return self._key(self.bucket_of(media_id), "seen", media_id, viewer)
+
+    def push_key(self, media_id: int) -> str:
+        return self._key(self.bucket_of(media_id), "push", media_id)
+
+    async def count_view(self, media_id: int, viewer: str, *, dedupe_seconds: int, push_hold_ms: int) -> Counted:
+        bucket = self.bucket_of(media_id)
+        script = self.redis.register_script(COUNT_VIEW)
+        keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
+        return Counted(await script(keys=keys, args=[dedupe_seconds, media_id, push_hold_ms]))
+
+    async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
+        script = self.redis.register_script(FOLLOW_UP_PUSH)
+        return bool(await script(keys=[self.push_key(media_id)], args=[push_hold_ms]))
+
+    async def take(self, bucket: int, *, lease_ms: int) -> Batch | None:
+        """Move the bucket's pending counts into a new in-flight batch, leased to the caller."""
+        batch_id = uuid.uuid4()
+        script = self.redis.register_script(TAKE_BATCH)
+        keys = [self.pending_key(bucket), self.batches_key(bucket), self.batch_key(bucket, batch_id)]
+        flat = await script(keys=keys, args=[str(batch_id), lease_ms])
+        if not flat:
+            return None
+        return Batch(bucket, batch_id, _pairs(flat))
+
+    async def reclaim(self, bucket: int, *, lease_ms: int, limit: int = 100) -> list[Batch]:
+        """In-flight batches whose lease ran out (their flusher died or stalled), leased anew to the caller."""
+        script = self.redis.register_script(RECLAIM_BATCHES)
+        ids = await script(keys=[self.batches_key(bucket)], args=[lease_ms, limit])
+        batches = []
+        for raw in ids:
+            batch_id = uuid.UUID(raw.decode())
+            flat = await self.redis.hgetall(self.batch_key(bucket, batch_id))
+            if flat:
+                batches.append(Batch(bucket, batch_id, {int(k): int(v) for k, v in flat.items()}))
+            else:
+                # Dropped by another flusher between the two calls: nothing left to do.
+                await self.redis.zrem(self.batches_key(bucket), str(batch_id))
+        return batches
+
+    async def drop(self, batch: Batch) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.batch_key(batch.bucket, batch.id))
+            pipe.zrem(self.batches_key(batch.bucket), str(batch.id))
+            await pipe.execute()
+
+    async def in_flight(self, bucket: int) -> list[uuid.UUID]:
+        members: list[Any] = await self.redis.zrange(self.batches_key(bucket), 0, -1)
+        return [uuid.UUID(raw.decode()) for raw in members]
+
+    async def read_unflushed(self, media_ids: Sequence[int]) -> Unflushed:
+        """Pending and in-flight counts of `media_ids`, in one pipelined round trip."""
+        by_bucket: dict[int, list[int]] = {}
+        for media_id in dict.fromkeys(media_ids):
+            by_bucket.setdefault(self.bucket_of(media_id), []).append(media_id)
+        script = self.redis.register_script(READ_UNFLUSHED)
+        calls: list[list[int]] = []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for bucket, ids in by_bucket.items():
+                for start in range(0, len(ids), READ_CHUNK):
+                    chunk = ids[start : start + READ_CHUNK]
+                    keys = [self.pending_key(bucket), self.batches_key(bucket)]
+                    await script(keys=keys, args=[self.batch_key(bucket, ""), *chunk], client=pipe)
+                    calls.append(chunk)
+            replies = await pipe.execute()
+        unflushed = Unflushed(pending={}, in_flight={})
+        for chunk, reply in zip(calls, replies, strict=True):
+            _add(unflushed.pending, chunk, reply[0])
+            for at in range(1, len(reply), 2):
+                _add(unflushed.in_flight.setdefault(uuid.UUID(reply[at].decode()), {}), chunk, reply[at + 1])
+        return unflushed
+
+
+def _pairs(flat: list[Any]) -> dict[int, int]:
+    return {int(flat[at]): int(flat[at + 1]) for at in range(0, len(flat), 2)}
+
+
+def _add(into: dict[int, int], media_ids: list[int], values: list[Any]) -> None:
+    for media_id, value in zip(media_ids, values, strict=True):
+        if value is not None:
+            into[media_id] = into.get(media_id, 0) + int(value)

@@ -1,0 +1,147 @@
+"""Views and likes: a view counted once per viewer per media per window, likes counted exactly."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+from sqlalchemy import delete
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col
+
+from mediagraph.context import Context
+from mediagraph.dataloaders.base import Loader
+from mediagraph.dataloaders.views import (
+    LikeCountByMediaIdLoader,
+    LikedByViewerLoader,
+    ViewCountByMediaIdLoader,
+    view_buffer,
+)
+from mediagraph.db.base import utcnow
+from mediagraph.db.media import Media
+from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount
+from mediagraph.errors import NotFound, ServiceUnavailable
+from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
+from mediagraph.keys.views import Counted
+from mediagraph.resolvers.media import require_media
+from mediagraph.subscriptions import views as live
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecordedView:
+    counted: bool
+    media: Media
+
+
+def viewer_key(context: Context) -> str:
+    """Who is viewing: the user when logged in, else a hash of client address and user agent."""
+    viewer_id = context.viewer_id
+    if viewer_id is not None:
+        return f"u{viewer_id}"
+    agent = context.request.headers.get("user-agent", "") if context.request is not None else ""
+    digest = hashlib.sha256(f"{context.client_address}\n{agent}".encode()).hexdigest()[:32]
+    return f"a{digest}"
+
+
+async def record_view(context: Context, *, media_id: int) -> RecordedView:
+    media = await require_media(context, media_id)
+    services = context.services
+    try:
+        outcome = await view_buffer(services).count_view(
+            media_id,
+            viewer_key(context),
+            dedupe_seconds=context.settings.view_dedupe_seconds,
+            push_hold_ms=live.push_hold_ms(services),
+        )
+    except (RedisError, OSError):
+        raise ServiceUnavailable("Views cannot be counted right now; try again shortly.") from None
+    if outcome is Counted.YES_AND_ANNOUNCE:
+        live.in_background(live.announce_while_counting(services, media_id))
+    _forget(context, ViewCountByMediaIdLoader, media_id)
+    return RecordedView(counted=outcome is not Counted.ALREADY_SEEN, media=media)
+
+
+async def view_count(context: Context, media_id: int) -> int:
+    return await context.loader(ViewCountByMediaIdLoader).load(media_id)
+
+
+async def like_count(context: Context, media_id: int) -> int:
+    return await context.loader(LikeCountByMediaIdLoader).load(media_id)
+
+
+async def viewer_has_liked(context: Context, media_id: int) -> bool:
+    return await context.loader(LikedByViewerLoader).load(media_id)
+
+
+async def like_media(context: Context, *, media_id: int) -> Media:
+    return await _change_like(context, media_id, like=True)
+
+
+async def unlike_media(context: Context, *, media_id: int) -> Media:
+    return await _change_like(context, media_id, like=False)
+
+
+async def _change_like(context: Context, media_id: int, *, like: bool) -> Media:
+    viewer = await context.require_viewer()
+    media = await require_media(context, media_id)
+    mine = (col(MediaLike.media_id) == media_id, col(MediaLike.user_id) == viewer.id)
+    # Liking twice (or unliking what is not liked) is a no-op: only a row that actually
+    # appears or disappears moves the count, in the same transaction.
+    change = (
+        insert(MediaLike).values(media_id=media_id, user_id=viewer.id, created_at=utcnow()).on_conflict_do_nothing()
+        if like
+        else delete(MediaLike).where(*mine)
+    )
+    delta = 1 if like else -1
+    try:
+        async with context.db.use() as session:
+            changed = (await session.execute(change.returning(col(MediaLike.media_id)))).first() is not None
+            if changed:
+                await session.execute(
+                    insert(MediaLikeCount)
+                    .values(media_id=media_id, like_count=delta)
+                    .on_conflict_do_update(
+                        index_elements=["media_id"], set_={"like_count": col(MediaLikeCount.like_count) + delta}
+                    )
+                )
+                # Queued for the sync, which copies the count into the LIKES sort column.
+                await session.execute(insert(MediaCountChange).values(media_id=media_id))
+            await session.commit()
+    except IntegrityError:
+        # The media was deleted while the like was being written.
+        raise NotFound("No such media.") from None
+    await _after_like_change(context, media_id, delta if changed else 0)
+    return media
+
+
+async def _after_like_change(context: Context, media_id: int, delta: int) -> None:
+    _forget(context, LikeCountByMediaIdLoader, media_id)
+    _forget(context, LikedByViewerLoader, media_id)
+    if not delta:
+        return
+    event = EngagementEvent(EngagementKind.LIKE, media_id, delta)
+    try:
+        await publish_engagement(context.services.redis, context.services.keys, event)
+    except (RedisError, OSError) as error:
+        # The like is committed; only the hot-media score misses it.
+        log.warning("like event for media %s not published: %s", media_id, error)
+
+
+def _forget(context: Context, loader: type[Loader[int, Any]], media_id: int) -> None:
+    """Drop a value this operation may have loaded before the change (a later field reloads it)."""
+    with contextlib.suppress(KeyError):
+        context.loader(loader).clear(media_id)
+
+
+async def view_count_updates(context: Context, *, media_id: int) -> AsyncIterator[int]:
+    await require_media(context, media_id)
+    async for count in live.view_count_updates(context.services, media_id):
+        yield count

@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from redis.asyncio import Redis
+from sqlalchemy import text
+
+from mediagraph.dataloaders.views import live_view_totals
+from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream
+from mediagraph.ids import from_global_id
+from mediagraph.workers import views as worker
+from tests.support.factories import create_media, create_user, record_views, unique_name
+from tests.support.servers import free_port
+
+RECORD_VIEW = "mutation($id: ID!) { recordView(mediaId: $id) { counted media { id viewCount } } }"
+COUNTS = "query($id: ID!) { media(id: $id) { viewCount likeCount viewerHasLiked } }"
+LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { likeCount viewerHasLiked } }"
+UNLIKE = "mutation($id: ID!) { unlikeMedia(mediaId: $id) { likeCount viewerHasLiked } }"
+UNKNOWN_MEDIA = "TWVkaWE6OTk5OTk5OTk5"  # Media:999999999
+
+
+async def _view(http, media_id, *, agent="agent", token=None):
+    headers = {"user-agent": agent}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    response = await http.post("/graphql", json={"query": RECORD_VIEW, "variables": {"id": media_id}}, headers=headers)
+    return response.json()["data"]["recordView"]
+
+
+async def _durable(services, media_id):
+    async with services.databases.main_session() as session:
+        row = await session.execute(
+            text(
+                "SELECT m.view_count, c.view_count FROM media m "
+                "LEFT JOIN media_view_count c ON c.media_id = m.id WHERE m.id = :id"
+            ),
+            {"id": from_global_id(media_id)[1]},
+        )
+        return tuple(row.one())
+
+
+async def test_a_view_counts_once_per_viewer_per_window(http, gql):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    agent = unique_name("browser")
+    assert (await _view(http, media["id"], agent=agent))["counted"] is True
+    assert (await _view(http, media["id"], agent=agent))["counted"] is False
+    # Another agent from the same address is another anonymous viewer.
+    assert (await _view(http, media["id"], agent=agent + "-other"))["counted"] is True
+    # A logged-in user is counted as the user, whatever the agent.
+    assert (await _view(http, media["id"], agent=agent, token=token))["counted"] is True
+    last = await _view(http, media["id"], agent="anything else", token=token)
+    assert last == {"counted": False, "media": {"id": media["id"], "viewCount": 3}}
+
+
+async def test_view_dedupe_keys_expire_after_the_window(http, gql, services, settings):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    await _view(http, media["id"], agent="expiring")
+    keys = [key async for key in services.redis.scan_iter(match=f"{settings.redis_prefix}views:*:seen:*")]
+    ttls = [await services.redis.ttl(key) for key in keys]
+    assert ttls
+    assert all(0 < ttl <= settings.view_dedupe_seconds for ttl in ttls)
+
+
+async def test_view_count_is_live_before_and_after_flush_and_sync(http, gql, services):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    assert await record_views(http, media_id=media["id"], count=25) == 25
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["viewCount"] == 25
+    assert await _durable(services, media["id"]) == (0, None)
+
+    await worker.flush(services)
+    assert await _durable(services, media["id"]) == (0, 25)
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["viewCount"] == 25
+
+    await worker.sync(services)
+    assert await _durable(services, media["id"]) == (25, 25)
+    await record_views(http, media_id=media["id"], count=5)
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["viewCount"] == 30
+
+
+async def test_views_of_missing_media_are_refused(http, gql):
+    assert await gql.error_code(RECORD_VIEW, {"id": UNKNOWN_MEDIA}) == "NOT_FOUND"
+    assert await gql.error_code(RECORD_VIEW, {"id": "not-an-id"}) == "BAD_USER_INPUT"
+    _, user = await create_user(gql)
+    assert await gql.error_code(RECORD_VIEW, {"id": user["id"]}) == "BAD_USER_INPUT"
+
+
+async def test_views_of_media_deleted_before_the_flush_are_dropped(http, gql, services):
+    token, _ = await create_user(gql)
+    doomed = await create_media(http, token=token)
+    kept = await create_media(http, token=token)
+    await record_views(http, media_id=doomed["id"], count=3)
+    await record_views(http, media_id=kept["id"], count=2)
+    await gql.ok("mutation($id: ID!) { deleteMedia(id: $id) { id } }", {"id": doomed["id"]}, token=token)
+    await worker.flush(services)
+    assert await _durable(services, kept["id"]) == (0, 2)
+
+
+async def test_flushed_views_reach_the_engagement_stream(http, gql, services):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    raw_id = from_global_id(media["id"])[1]
+    await record_views(http, media_id=media["id"], count=4)
+    await worker.flush(services)
+    entries = await services.redis.xrevrange(engagement_stream(services.keys), count=2000)
+    events = [EngagementEvent.from_fields(fields) for _, fields in entries]
+    assert EngagementEvent(EngagementKind.VIEW, raw_id, 4) in events
+
+
+async def test_like_is_one_per_user_and_counts_exactly(http, gql, services):
+    owner, _ = await create_user(gql)
+    fan, _ = await create_user(gql)
+    other, _ = await create_user(gql)
+    media = await create_media(http, token=owner)
+    variables = {"id": media["id"]}
+    assert (await gql.ok(LIKE, variables, token=fan))["likeMedia"] == {"likeCount": 1, "viewerHasLiked": True}
+    assert (await gql.ok(LIKE, variables, token=fan))["likeMedia"] == {"likeCount": 1, "viewerHasLiked": True}
+    assert (await gql.ok(LIKE, variables, token=other))["likeMedia"]["likeCount"] == 2
+    assert (await gql.ok(UNLIKE, variables, token=fan))["unlikeMedia"] == {"likeCount": 1, "viewerHasLiked": False}
+    assert (await gql.ok(UNLIKE, variables, token=fan))["unlikeMedia"] == {"likeCount": 1, "viewerHasLiked": False}
+    assert (await gql.ok(COUNTS, variables, token=other))["media"] == {
+        "viewCount": 0,
+        "likeCount": 1,
+        "viewerHasLiked": True,
+    }
+    assert (await gql.ok(COUNTS, variables))["media"]["viewerHasLiked"] is False
+
+    entries = await services.redis.xrevrange(engagement_stream(services.keys), count=2000)
+    raw_id = from_global_id(media["id"])[1]
+    deltas = [
+        event.delta
+        for event in (EngagementEvent.from_fields(fields) for _, fields in reversed(entries))
+        if event.media_id == raw_id
+    ]
+    assert deltas == [1, 1, -1]
+
+
+async def test_likes_need_a_user_and_an_existing_media(http, gql):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    assert await gql.error_code(LIKE, {"id": media["id"]}) == "UNAUTHENTICATED"
+    assert await gql.error_code(UNLIKE, {"id": media["id"]}) == "UNAUTHENTICATED"
+    assert await gql.error_code(LIKE, {"id": UNKNOWN_MEDIA}, token=token) == "NOT_FOUND"
+    assert await gql.error_code(LIKE, {"id": "garbage"}, token=token) == "BAD_USER_INPUT"
+
+
+async def test_concurrent_likes_and_repeats_keep_the_count_exact(http, gql, services):
+    owner, _ = await create_user(gql)
+    media = await create_media(http, token=owner)
+    fans = [(await create_user(gql))[0] for _ in range(12)]
+    variables = {"id": media["id"]}
+    await asyncio.gather(*(gql.ok(LIKE, variables, token=fan) for fan in fans for _ in range(3)))
+    await asyncio.gather(
+        *(gql.ok(UNLIKE, variables, token=fan) for fan in fans[:5]),
+        *(gql.ok(LIKE, variables, token=fan) for fan in fans[5:]),
+    )
+    assert (await gql.ok(COUNTS, variables))["media"]["likeCount"] == 7
+    async with services.databases.main_session() as session:
+        rows, count = (
+            await session.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM media_likes WHERE media_id = :id), "
+                    "(SELECT like_count FROM media_like_count WHERE media_id = :id)"
+                ),
+                {"id": from_global_id(media["id"])[1]},
+            )
+        ).one()
+    assert rows == count == 7
+
+
+async def test_page_of_media_with_counts_runs_constant_queries(http, gql, count_queries):
+    token, _ = await create_user(gql)
+    tag = unique_name("counts")
+    media = [await create_media(http, token=token, tags=[tag]) for _ in range(12)]
+    for item in media[:4]:
+        await gql.ok(LIKE, {"id": item["id"]}, token=token)
+        await record_views(http, media_id=item["id"], count=2)
+    query = """
+    query($t: [String!]) { mediaList(tags: $t, sort: VIEWS, first: 20) {
+      edges { node { id viewCount likeCount viewerHasLiked viewerHasBookmarked } } } }
+    """
+    count_queries.clear()
+    data = await gql.ok(query, {"t": [tag]}, token=token)
+    assert len(data["mediaList"]["edges"]) == 12
+    # The page, view counts, like counts, the viewer's likes, the viewer's bookmarks.
+    assert len(count_queries) <= 5, count_queries
+    assert sorted(edge["node"]["viewCount"] for edge in data["mediaList"]["edges"])[-4:] == [2, 2, 2, 2]
+
+
+async def test_view_counts_fall_back_to_the_database_when_redis_is_down(http, gql, services):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    await record_views(http, media_id=media["id"], count=3)
+    await worker.flush(services)
+    await record_views(http, media_id=media["id"], count=2)
+    raw_id = from_global_id(media["id"])[1]
+    unreachable = Redis(port=free_port(), socket_connect_timeout=1)
+    try:
+        without_redis = dataclasses.replace(services, redis=unreachable)
+        assert await live_view_totals(without_redis, services.databases.main_session, [raw_id]) == {raw_id: 3}
+    finally:
+        await unreachable.aclose()
+    assert await live_view_totals(services, services.databases.main_session, [raw_id]) == {raw_id: 5}

@@ -1,0 +1,323 @@
+"""Lists sorted by views or likes: sessions in the cursor, omitted items, exactly-once delivery."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from mediagraph.dataloaders.views import view_buffer
+from mediagraph.ids import EPOCH_MS, NODE_BITS, SEQUENCE_BITS, from_global_id
+from mediagraph.resolvers.media import TagMatch
+from mediagraph.resolvers.views_pagination import MediaSort, SessionCursor, filter_signature
+from mediagraph.workers import views as worker
+from tests.support.factories import create_media, create_user, record_views, unique_name
+
+RANKED = """
+query($tags: [String!], $sort: MediaSort!, $first: Int, $after: String) {
+  mediaList(tags: $tags, sort: $sort, first: $first, after: $after) {
+    edges { cursor node { id viewCount likeCount } }
+    omitted { id viewCount likeCount }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+"""
+LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { id } }"
+UNLIKE = "mutation($id: ID!) { unlikeMedia(mediaId: $id) { id } }"
+RETAG = "mutation($id: ID!, $tags: [String!]) { updateMedia(id: $id, tags: $tags) { id } }"
+
+
+async def _page(gql, tag, *, sort="VIEWS", first=2, after=None):
+    variables = {"tags": [tag], "sort": sort, "first": first, "after": after}
+    return (await gql.ok(RANKED, variables))["mediaList"]
+
+
+def _ids(page):
+    return [edge["node"]["id"] for edge in page["edges"]]
+
+
+def _omitted(page):
+    return [item["id"] for item in page["omitted"]]
+
+
+async def _settle(services):
+    await worker.flush(services)
+    await worker.sync(services)
+
+
+async def test_seed_example_reports_the_media_that_jumped_above_the_cursor(http, gql, services):
+    token, _ = await create_user(gql)
+    tag = unique_name("seed")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(5)]
+    for media_id, views in zip(media, [100, 99, 98, 97, 96], strict=True):
+        await record_views(http, media_id=media_id, count=views)
+    await _settle(services)
+
+    first = await _page(gql, tag)
+    assert _ids(first) == media[:2]
+    assert first["omitted"] == []
+    assert first["pageInfo"]["hasNextPage"] is True
+
+    # Media 4 and 5 jump to 200 and 199 views.
+    await record_views(http, media_id=media[3], count=103)
+    await record_views(http, media_id=media[4], count=103)
+    await _settle(services)
+
+    second = await _page(gql, tag, after=first["pageInfo"]["endCursor"])
+    assert _ids(second) == [media[2]]
+    assert second["omitted"] == [
+        {"id": media[3], "viewCount": 200, "likeCount": 0},
+        {"id": media[4], "viewCount": 199, "likeCount": 0},
+    ]
+    assert second["pageInfo"]["hasNextPage"] is False
+
+
+@pytest.mark.parametrize("seed", [20261123, 7, 42])
+async def test_every_media_is_delivered_exactly_once_while_counts_move(http, gql, services, seed):
+    rng = random.Random(seed)
+    tag = unique_name("random")
+    owner, _ = await create_user(gql)
+    fans = [(await create_user(gql))[0] for _ in range(4)]
+    media = [(await create_media(http, token=owner, tags=[tag]))["id"] for _ in range(16)]
+    for media_id in media:
+        await record_views(http, media_id=media_id, count=rng.randint(0, 4))
+    await _settle(services)
+
+    sessions = {sort: {"after": None, "delivered": [], "done": False} for sort in ("VIEWS", "LIKES")}
+    uploads = 0
+    while not all(session["done"] for session in sessions.values()):
+        action = rng.random()
+        if action < 0.3:
+            await record_views(http, media_id=rng.choice(media), count=rng.randint(1, 12))
+        elif action < 0.55:
+            await gql.ok(rng.choice([LIKE, UNLIKE]), {"id": rng.choice(media)}, token=rng.choice(fans))
+        elif action < 0.7:
+            await _settle(services)
+        elif action < 0.75 and uploads < 4:
+            uploads += 1
+            media.append((await create_media(http, token=owner, tags=[tag]))["id"])
+        else:
+            sort, session = rng.choice([(sort, s) for sort, s in sessions.items() if not s["done"]])
+            first = rng.randint(1, 4)
+            if session["after"] is not None and rng.random() < 0.2:
+                # A retry: the first answer is lost on the way, the cursor is sent again.
+                await _page(gql, tag, sort=sort, first=first, after=session["after"])
+            page = await _page(gql, tag, sort=sort, first=first, after=session["after"])
+            session["delivered"] += _ids(page) + _omitted(page)
+            session["after"] = page["pageInfo"]["endCursor"]
+            session["done"] = not page["pageInfo"]["hasNextPage"]
+            # What exists when the session ends is what it must have delivered.
+            session["expected"] = sorted(media)
+
+    for session in sessions.values():
+        assert len(session["delivered"]) == len(set(session["delivered"]))
+        assert sorted(session["delivered"]) == session["expected"]
+
+
+async def test_every_media_is_delivered_exactly_once_with_syncs_running_alongside(http, gql, services):
+    rng = random.Random(5)
+    tag = unique_name("busy")
+    owner, _ = await create_user(gql)
+    media = [(await create_media(http, token=owner, tags=[tag]))["id"] for _ in range(20)]
+    raw_ids = {media_id: from_global_id(media_id)[1] for media_id in media}
+    uploading = asyncio.Lock()
+    no_more_uploads = asyncio.Event()
+    paging_done = asyncio.Event()
+    buffer = view_buffer(services)
+
+    async def churn():
+        uploads = 0
+        while not paging_done.is_set():
+            for _ in range(rng.randint(1, 10)):
+                media_id = rng.choice(media)
+                await buffer.count_view(raw_ids[media_id], unique_name("v"), dedupe_seconds=60, push_hold_ms=1)
+            async with uploading:
+                if uploads < 4 and not no_more_uploads.is_set():
+                    uploads += 1
+                    created = (await create_media(http, token=owner, tags=[tag]))["id"]
+                    raw_ids[created] = from_global_id(created)[1]
+                    media.append(created)
+            await _settle(services)
+
+    async def page_through():
+        delivered, after = [], None
+        try:
+            while True:
+                # Uploads land between pages (so what is due at the end is known); counts
+                # and syncs keep moving during the requests themselves.
+                async with uploading:
+                    page = await _page(gql, tag, first=1, after=after)
+                    if not page["pageInfo"]["hasNextPage"]:
+                        no_more_uploads.set()
+                delivered += _ids(page) + _omitted(page)
+                after = page["pageInfo"]["endCursor"]
+                if no_more_uploads.is_set():
+                    return delivered
+        finally:
+            paging_done.set()
+
+    _, delivered = await asyncio.gather(churn(), page_through())
+    assert len(delivered) == len(set(delivered))
+    assert sorted(delivered) == sorted(media)
+
+
+async def test_first_page_writes_nothing(http, gql, count_queries):
+    token, _ = await create_user(gql)
+    tag = unique_name("cheap")
+    for _ in range(3):
+        await create_media(http, token=token, tags=[tag])
+    count_queries.clear()
+    page = await _page(gql, tag, first=2)
+    assert len(page["edges"]) == 2
+    # The page (with the sync generation), the view counts, the like counts.
+    assert len(count_queries) == 3, count_queries
+    assert not [sql for sql in count_queries if sql.split()[0].upper() in {"INSERT", "UPDATE", "DELETE"}]
+
+
+async def test_repeating_a_cursor_answers_the_same_page_and_paging_goes_on(http, gql):
+    token, _ = await create_user(gql)
+    tag = unique_name("retry")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(7)]
+    newest_first = list(reversed(media))
+    first = await _page(gql, tag, first=2)
+    second = await _page(gql, tag, first=2, after=first["pageInfo"]["endCursor"])
+    again = await _page(gql, tag, first=2, after=first["pageInfo"]["endCursor"])
+    assert _ids(second) == _ids(again) == newest_first[2:4]
+    # Going on from the middle of a page forgets what that page served after it.
+    middle = await _page(gql, tag, first=3, after=again["edges"][0]["cursor"])
+    assert _ids(middle) == newest_first[3:6]
+    last = await _page(gql, tag, first=3, after=middle["pageInfo"]["endCursor"])
+    assert _ids(last) == newest_first[6:]
+    assert last["pageInfo"]["hasNextPage"] is False
+
+
+async def test_a_media_uploaded_during_a_session_is_delivered(http, gql, services):
+    token, _ = await create_user(gql)
+    tag = unique_name("upload")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(3)]
+    first = await _page(gql, tag, first=2)
+    assert _ids(first) == [media[2], media[1]]
+    # No views, newest id: it sorts above the cursor among the media without views.
+    late = (await create_media(http, token=token, tags=[tag]))["id"]
+    second = await _page(gql, tag, first=2, after=first["pageInfo"]["endCursor"])
+    assert _ids(second) == [media[0]]
+    assert _omitted(second) == [late]
+
+
+async def test_a_media_retagged_into_the_list_during_a_session_is_delivered(http, gql, services):
+    token, _ = await create_user(gql)
+    tag = unique_name("retag")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(3)]
+    outsider = (await create_media(http, token=token, tags=["elsewhere"]))["id"]
+    first = await _page(gql, tag, first=2)
+    await gql.ok(RETAG, {"id": outsider, "tags": [tag]}, token=token)
+    await _settle(services)
+    second = await _page(gql, tag, first=2, after=first["pageInfo"]["endCursor"])
+    assert _ids(second) == [media[0]]
+    assert _omitted(second) == [outsider]
+
+
+async def test_a_media_that_fell_below_the_cursor_is_not_served_twice(http, gql, services):
+    owner, _ = await create_user(gql)
+    fans = [(await create_user(gql))[0] for _ in range(2)]
+    tag = unique_name("fall")
+    a, b, c = [(await create_media(http, token=owner, tags=[tag]))["id"] for _ in range(3)]
+    for fan in fans:
+        await gql.ok(LIKE, {"id": a}, token=fan)
+    await gql.ok(LIKE, {"id": b}, token=fans[0])
+    await _settle(services)
+    first = await _page(gql, tag, sort="LIKES", first=1)
+    assert _ids(first) == [a]
+    for fan in fans:
+        await gql.ok(UNLIKE, {"id": a}, token=fan)
+    await _settle(services)
+    rest = await _page(gql, tag, sort="LIKES", first=5, after=first["pageInfo"]["endCursor"])
+    assert _ids(rest) == [b, c]
+    assert rest["omitted"] == []
+
+
+async def test_a_long_omitted_list_is_cut_and_continued(http, gql, services, settings):
+    token, _ = await create_user(gql)
+    tag = unique_name("flood")
+    count = settings.max_page_size + 3
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(count)]
+    first = await _page(gql, tag, first=1)
+    assert _ids(first) == [media[-1]]
+    for media_id in media[:-1]:
+        await record_views(http, media_id=media_id, count=1)
+    await _settle(services)
+
+    second = await _page(gql, tag, first=1, after=first["pageInfo"]["endCursor"])
+    assert second["edges"] == []
+    assert len(second["omitted"]) == settings.max_page_size
+    assert second["pageInfo"]["hasNextPage"] is True
+    third = await _page(gql, tag, first=1, after=second["pageInfo"]["endCursor"])
+    assert third["edges"] == []
+    assert len(third["omitted"]) == 2
+    assert third["pageInfo"]["hasNextPage"] is False
+    assert sorted(_omitted(second) + _omitted(third)) == sorted(media[:-1])
+
+
+async def test_idle_sessions_expire_and_are_deleted(http, gql, services, settings):
+    token, _ = await create_user(gql)
+    tag = unique_name("idle")
+    for _ in range(5):
+        await create_media(http, token=token, tags=[tag])
+    first = await _page(gql, tag, first=1)
+    second = await _page(gql, tag, first=1, after=first["pageInfo"]["endCursor"])
+    session_id = SessionCursor.decode(settings.secret_key, MediaSort.VIEWS, second["pageInfo"]["endCursor"]).session_id
+    async with services.databases.main_session() as session:
+        await session.execute(
+            text("UPDATE media_page_sessions SET last_used_at = now() - make_interval(secs => :s) WHERE id = :id"),
+            {"s": settings.page_session_ttl_seconds + 1, "id": session_id},
+        )
+        await session.commit()
+    assert await worker.expire_sessions(services) >= 1
+    async with services.databases.main_session() as session:
+        left = await session.scalar(
+            text("SELECT count(*) FROM media_page_session_items WHERE session_id = :id"), {"id": session_id}
+        )
+    assert left == 0
+    variables = {"tags": [tag], "sort": "VIEWS", "first": 1, "after": second["pageInfo"]["endCursor"]}
+    assert await gql.error_code(RANKED, variables) == "CURSOR_EXPIRED"
+
+
+async def test_a_first_page_cursor_expires_with_its_session(gql, settings):
+    tag = unique_name("old")
+    then = datetime.now(UTC) - timedelta(seconds=settings.page_session_ttl_seconds + 60)
+    old_id = (int(then.timestamp() * 1000) - EPOCH_MS) << (NODE_BITS + SEQUENCE_BITS)
+    cursor = SessionCursor(old_id, 1, 0, 0, 1, filter_signature([tag], TagMatch.ALL), (1,))
+    variables = {"tags": [tag], "sort": "VIEWS", "after": cursor.encode(settings.secret_key, MediaSort.VIEWS)}
+    assert await gql.error_code(RANKED, variables) == "CURSOR_EXPIRED"
+
+
+async def test_cursors_from_another_list_or_forged_are_refused(http, gql):
+    token, _ = await create_user(gql)
+    tag = unique_name("mine")
+    for _ in range(3):
+        await create_media(http, token=token, tags=[tag])
+    cursor = (await _page(gql, tag, first=1))["pageInfo"]["endCursor"]
+    cases = [
+        {"tags": ["other"], "sort": "VIEWS", "after": cursor},
+        {"tags": [tag], "sort": "LIKES", "after": cursor},
+        {"tags": [tag], "sort": "NEWEST", "after": cursor},
+        {"tags": [tag], "sort": "VIEWS", "after": cursor[:-3] + "abc"},
+        {"tags": [tag], "sort": "VIEWS", "after": "%%%"},
+        {"tags": [tag], "sort": "VIEWS", "first": 101},
+        {"tags": [tag], "sort": "VIEWS", "first": 0},
+        {"tags": ["not a tag"], "sort": "VIEWS"},
+    ]
+    for variables in cases:
+        assert await gql.error_code(RANKED, variables) == "BAD_USER_INPUT", variables
+
+
+async def test_omitted_is_empty_when_sorting_by_newest(http, gql):
+    token, _ = await create_user(gql)
+    tag = unique_name("newest")
+    await create_media(http, token=token, tags=[tag])
+    page = await _page(gql, tag, sort="NEWEST")
+    assert page["omitted"] == []
+    assert from_global_id(page["edges"][0]["node"]["id"])[0] == "Media"
