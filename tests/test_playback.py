@@ -314,3 +314,25 @@ async def test_stats_of_many_media_load_in_batches(gql, http, clock, count_queri
     data = await gql.ok(f"query {{ {aliases} }}")
     assert [data[f"m{n}"]["total"] for n in range(3)] == [1, 1, 1]
     assert len(count_queries) == 2, count_queries  # the media, then their totals
+
+
+NESTED_STATS = """
+query($media: ID!, $username: String!) {
+  media(id: $media) { playbackStats { total concurrent } uploader { channelStats { total concurrent } } }
+  user(username: $username) { channelStats { total } }
+}
+"""
+
+
+async def test_media_and_user_carry_their_playback_stats(gql, http, clock):
+    channel = await make_channel(gql, http, media=2)
+    first, second = (media["id"] for media in channel.media)
+    clock.set(datetime(2031, 5, 1, 9, 0, tzinfo=UTC))
+    await report(gql, new_session(), first)
+    await report(gql, new_session(), first)
+    await report(gql, new_session(), second)
+
+    data = await gql.ok(NESTED_STATS, {"media": first, "username": channel.user["username"]})
+    assert data["media"]["playbackStats"] == {"total": 2, "concurrent": 2}
+    assert data["media"]["uploader"]["channelStats"] == {"total": 3, "concurrent": 3}
+    assert data["user"]["channelStats"] == {"total": 3}

@@ -12,6 +12,7 @@ from mediagraph.context import Context
 from mediagraph.dataloaders.media import BookmarkedByViewerLoader
 from mediagraph.db.media import Media as MediaRow
 from mediagraph.ids import decode_id, to_global_id
+from mediagraph.keys.playback import Entity
 from mediagraph.resolvers import media as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers import views as view_resolvers
@@ -21,9 +22,11 @@ from mediagraph.resolvers.views_pagination import MediaSort, ranked_media_list
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 
 if TYPE_CHECKING:
+    from mediagraph.schema.playback import PlaybackStats
     from mediagraph.schema.users import User
 
 UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
+PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
 
 TagMatchEnum = strawberry.enum(
     TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them."
@@ -92,6 +95,12 @@ class Media(Node):
     @strawberry.field
     async def viewer_has_liked(self, info: Info[Context, None]) -> bool:
         return await view_resolvers.viewer_has_liked(info.context, self.raw_id)
+
+    @strawberry.field(description="Playback statistics of this media (the stream); as `playbackStats(mediaId:)`.")
+    def playback_stats(self) -> PlaybackStatsRef:
+        from mediagraph.schema.playback import PlaybackStats
+
+        return PlaybackStats(entity=Entity.stream(self.raw_id, self.owner_id))
 
 
 def media_or_none(row: MediaRow | None) -> Media | None:

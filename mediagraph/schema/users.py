@@ -9,6 +9,7 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import to_global_id
+from mediagraph.keys.playback import Entity
 from mediagraph.resolvers import follows as follow_resolvers
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import posts as post_resolvers
@@ -18,10 +19,12 @@ from mediagraph.schema.relay import Node, register_node
 if TYPE_CHECKING:
     from mediagraph.schema.feeds import FollowConnection, PostConnection
     from mediagraph.schema.media import MediaConnection
+    from mediagraph.schema.playback import PlaybackStats
 
 MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.schema.media")]
 PostConnectionRef = Annotated["PostConnection", strawberry.lazy("mediagraph.schema.feeds")]
 FollowConnectionRef = Annotated["FollowConnection", strawberry.lazy("mediagraph.schema.feeds")]
+PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
 
 
 @strawberry.type
@@ -97,6 +100,12 @@ class User(Node):
     @strawberry.field(description="Whether the logged-in viewer follows this user (false when logged out).")
     async def viewer_follows(self, info: Info[Context, None]) -> bool:
         return await follow_resolvers.viewer_follows(info.context, self.raw_id)
+
+    @strawberry.field(description="Playback statistics of everything this user uploaded (the channel).")
+    def channel_stats(self) -> PlaybackStatsRef:
+        from mediagraph.schema.playback import PlaybackStats
+
+        return PlaybackStats(entity=Entity.of_channel(self.raw_id))
 
 
 def user_or_none(row: UserRow | None) -> User | None:
