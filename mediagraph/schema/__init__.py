@@ -19,6 +19,7 @@ from strawberry.extensions import (
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
+from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
@@ -28,10 +29,10 @@ from mediagraph.settings import Settings, get_settings
 log = logging.getLogger("mediagraph.errors")
 
 Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions,))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, CommentMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions, CommentSubscriptions))
 
-NODE_TYPES: list[Any] = [User, Media]
+NODE_TYPES: list[Any] = [User, Media, Comment]
 
 
 class MediagraphSchema(strawberry.Schema):

@@ -9,14 +9,17 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import to_global_id
+from mediagraph.resolvers import comment_threads as comment_reads
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import users as resolvers
 from mediagraph.schema.relay import Node, register_node
 
 if TYPE_CHECKING:
+    from mediagraph.schema.comments import CommentConnection
     from mediagraph.schema.media import MediaConnection
 
 MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.schema.media")]
+CommentConnectionRef = Annotated["CommentConnection", strawberry.lazy("mediagraph.schema.comments")]
 
 
 @strawberry.type
@@ -53,6 +56,18 @@ class User(Node):
 
         page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, first=first, after=after)
         return MediaConnection.from_page(page)
+
+    @strawberry.field(
+        description="This user's comments on any media, newest first (deleted ones excluded). "
+        "Null, with a SERVICE_UNAVAILABLE error, while a shard is down."
+    )
+    async def comments(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> CommentConnectionRef | None:
+        from mediagraph.schema.comments import CommentConnection
+
+        page = await comment_reads.writer_comments(info.context, writer_id=self.raw_id, first=first, after=after)
+        return CommentConnection.from_page(page)
 
 
 def user_or_none(row: UserRow | None) -> User | None:
