@@ -27,11 +27,13 @@ class RoutingWatcher:
         self._refresh_seconds = refresh_seconds
         self._notice = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="routing-watcher")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -49,6 +51,8 @@ class RoutingWatcher:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if self._stopping:
+                    return
                 log.exception("routing watcher failed; restarting")
                 await asyncio.sleep(1)
 
