@@ -199,10 +199,20 @@ async def test_a_move_discards_what_an_interrupted_move_left_on_the_target(http,
     assert list(stored.scalars()) == [raw_comment_ref(comment)[1] for comment in kept]
 
 
-def test_the_shards_command_moves_with_a_progress_bar_and_refuses_nonsense(live_servers, settings):
-    bad = live_servers.run("shards", "move", "9999", "--to", "0")
-    assert bad.returncode != 0
-    assert "logical shard must be between 0 and 63" in bad.stderr
+def test_the_shards_command_lists_the_map_and_refuses_nonsense(live_servers, services):
+    listed = live_servers.run("shards", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("│")[1:3] for line in listed.stdout.splitlines() if line.startswith("│")]
+    placement = {int(logical): int(physical) for logical, physical in rows}
+    router = services.databases.router
+    assert placement == {logical: router.physical_of_logical(logical) for logical in range(64)}
+    for args, message in (
+        (("9999", "--to", "0"), "logical shard must be between 0 and 63"),
+        (("3", "--to", "7"), "physical shard must be between 0 and 1"),
+    ):
+        refused = live_servers.run("shards", "move", *args)
+        assert refused.returncode != 0
+        assert message in refused.stderr
 
 
 async def test_every_process_follows_a_move_made_by_the_command(http, gql, services, live_servers):

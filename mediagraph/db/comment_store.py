@@ -199,14 +199,18 @@ async def comments_by_refs(session: AsyncSession, refs: Sequence[tuple[int, int]
 
 
 async def page_by_number(session: AsyncSession, *, media_id: int, offset: int, size: int) -> list[Comment]:
-    """The seed's page query: skip along the covering index, then fetch only the page's rows."""
+    """The seed's page query: skip along the covering index, then fetch only the page's rows.
+
+    LIMIT and OFFSET are written into the statement: as parameters of a prepared statement
+    the planner would plan for an unknown (large) limit and may sort the whole thread.
+    """
     rows = await session.execute(
         text(
             "SELECT c.* FROM (SELECT id FROM comments WHERE media_id = :media_id "
-            "ORDER BY path LIMIT :size OFFSET :offset) page "
+            f"ORDER BY path LIMIT {int(size)} OFFSET {int(offset)}) page "
             "JOIN comments c ON c.media_id = :media_id AND c.id = page.id ORDER BY c.path"
         ),
-        {"media_id": media_id, "size": size, "offset": offset},
+        {"media_id": media_id},
     )
     return [comment_of(row) for row in rows.mappings()]
 
@@ -214,8 +218,8 @@ async def page_by_number(session: AsyncSession, *, media_id: int, offset: int, s
 async def limited_count(session: AsyncSession, *, media_id: int, limit: int) -> int:
     """Rows of the thread, counted no further than `limit`."""
     counted = await session.scalar(
-        text("SELECT count(*) FROM (SELECT 1 FROM comments WHERE media_id = :media_id LIMIT :limit) t"),
-        {"media_id": media_id, "limit": limit},
+        text(f"SELECT count(*) FROM (SELECT 1 FROM comments WHERE media_id = :media_id LIMIT {int(limit)}) t"),
+        {"media_id": media_id},
     )
     return int(counted or 0)
 
