@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 
 from sqlalchemy import text
 
-from mediagraph.db.shard_moves import move_logical_shard
+from mediagraph.db.shard_moves import ShardMove, move_logical_shard
 from mediagraph.ids import decode_id
 from mediagraph.resolvers.nicknames import shard_offsets
 from tests.support.comments import raw_comment_ref, raw_media_id, seed_root_comments, shard_execute
@@ -22,6 +23,9 @@ query($id: ID!) {
   }
 }
 """
+# A reply is replaced this many writer rounds after it was written, so copies of it often
+# reach the target before it is removed.
+REPLACE_AFTER = 8
 DELETE = "mutation($id: ID!) { deleteComment(id: $id) { removed } }"
 THREAD = """
 query($id: ID!, $after: String) {
@@ -70,29 +74,37 @@ class Traffic:
             self.wrote.clear()
             await self.wrote.wait()
 
+    async def add(self, content: str, parent: str | None = None) -> str | None:
+        variables = {"mediaId": self.media_id, "content": content, "parentId": parent}
+        result = await self.gql(ADD_COMMENT, variables, token=self.token)
+        if result.get("errors"):
+            self.errors.append(result["errors"])
+            return None
+        comment_id: str = result["data"]["addComment"]["id"]
+        self.live.add(comment_id)
+        self.writes += 1
+        self.wrote.set()
+        return comment_id
+
     async def writer(self, name: str) -> None:
-        parent = None
+        older: deque[tuple[str, str]] = deque()
         n = 0
         while not self.stop.is_set():
             n += 1
-            variables = {"mediaId": self.media_id, "content": f"{name} {n}", "parentId": parent}
-            result = await self.gql(ADD_COMMENT, variables, token=self.token)
-            if result.get("errors"):
-                self.errors.append(result["errors"])
-                continue
-            comment = result["data"]["addComment"]
-            self.live.add(comment["id"])
-            self.writes += 1
-            self.wrote.set()
-            if n % 4 == 0:  # delete a leaf: the reply just written
-                deleted = await self.gql(DELETE, {"id": comment["id"]}, token=self.token)
+            root = await self.add(f"{name} {n}")
+            reply = await self.add(f"{name} {n} reply", root) if root else None
+            if root and reply:
+                older.append((root, reply))
+            if len(older) > REPLACE_AFTER:
+                # Removing an older root's only reply frees its path, and the next reply to
+                # that root takes the same path: a move must not trip over the two.
+                root, reply = older.popleft()
+                deleted = await self.gql(DELETE, {"id": reply}, token=self.token)
                 if deleted.get("errors"):
                     self.errors.append(deleted["errors"])
-                else:
-                    self.live.discard(comment["id"])
-                parent = None
-            else:
-                parent = comment["id"] if n % 2 else None
+                    continue
+                self.live.discard(reply)
+                await self.add(f"{name} {n} replacement", root)
 
     async def reader(self) -> None:
         while not self.stop.is_set():
@@ -102,14 +114,19 @@ class Traffic:
             await asyncio.sleep(0.01)
 
 
-async def test_a_move_under_concurrent_writes_and_reads_loses_and_duplicates_nothing(http, gql, services):
-    token, user = await create_user(gql, nickname="Mover")
+async def fresh_media(http, gql, services, **user_fields):
+    """A user and a new media, with the media's logical shard, its home and the other physical shard."""
+    token, user = await create_user(gql, **user_fields)
     media = await create_media(http, token=token)
     media_id = raw_media_id(media["id"])
+    logical = services.databases.router.logical_shard(media_id)
+    source = services.databases.router.physical_of_logical(logical)
+    return token, user, media, media_id, logical, source, 1 - source
+
+
+async def test_a_move_under_concurrent_writes_and_reads_loses_and_duplicates_nothing(http, gql, services):
+    token, user, media, media_id, logical, source, target = await fresh_media(http, gql, services, nickname="Mover")
     router = services.databases.router
-    logical = router.logical_shard(media_id)
-    source = router.physical_of_logical(logical)
-    target = 1 - source
     await seed_root_comments(
         services, media_id=media_id, writer_id=decode_id(user["id"], "User"), nickname="Mover", count=1500
     )
@@ -168,13 +185,7 @@ async def test_a_move_under_concurrent_writes_and_reads_loses_and_duplicates_not
 
 
 async def test_a_move_discards_what_an_interrupted_move_left_on_the_target(http, gql, services):
-    token, _ = await create_user(gql)
-    media = await create_media(http, token=token)
-    media_id = raw_media_id(media["id"])
-    router = services.databases.router
-    logical = router.logical_shard(media_id)
-    source = router.physical_of_logical(logical)
-    target = 1 - source
+    token, _, media, media_id, logical, _, target = await fresh_media(http, gql, services)
     kept = [
         (await gql.ok(ADD_COMMENT, {"mediaId": media["id"], "content": f"kept {n}"}, token=token))["addComment"]["id"]
         for n in range(3)
@@ -216,12 +227,8 @@ def test_the_shards_command_lists_the_map_and_refuses_nonsense(live_servers, ser
 
 
 async def test_every_process_follows_a_move_made_by_the_command(http, gql, services, live_servers):
-    token, _ = await create_user(gql)
-    media = await create_media(http, token=token)
+    token, _, media, _, logical, home, destination = await fresh_media(http, gql, services)
     first = (await gql.ok(ADD_COMMENT, {"mediaId": media["id"], "content": "before"}, token=token))["addComment"]
-    logical = services.databases.router.logical_shard(raw_media_id(media["id"]))
-    home = services.databases.router.physical_of_logical(logical)
-    destination = 1 - home
 
     moved = await asyncio.to_thread(
         live_servers.run, "shards", "move", str(logical), "--to", str(destination), "--grace", "0.5", "--batch", "10"
@@ -241,3 +248,24 @@ async def test_every_process_follows_a_move_made_by_the_command(http, gql, servi
     again = await asyncio.to_thread(live_servers.run, "shards", "move", str(logical), "--to", str(destination))
     assert again.returncode != 0
     assert "already on physical shard" in again.stderr
+
+
+async def test_a_path_freed_and_taken_again_between_copy_rounds_moves_cleanly(http, gql, services):
+    token, _, media, media_id, logical, _, target = await fresh_media(http, gql, services)
+    root = (await gql.ok(ADD_COMMENT, {"mediaId": media["id"], "content": "root"}, token=token))["addComment"]
+    reply = {"mediaId": media["id"], "content": "reply", "parentId": root["id"]}
+    first = (await gql.ok(ADD_COMMENT, reply, token=token))["addComment"]
+    move = ShardMove(services, logical=logical, target=target, batch_size=50)
+    async with move.claimed():
+        await move.copy_round()  # the first reply now has a copy on the target
+        await gql.ok(DELETE, {"id": first["id"]}, token=token)
+        second = (await gql.ok(ADD_COMMENT, reply, token=token))["addComment"]
+        paths = await shard_execute(
+            services, move.source, "SELECT path FROM comments WHERE media_id = :m ORDER BY path", m=media_id
+        )
+        assert len(set(paths.scalars())) == 2  # the new reply took the removed one's path
+        await move.copy_round()
+        await move.switch()
+        await move.drop_old_copies()
+    assert [node["id"] for node in await whole_thread(gql, media["id"])] == [root["id"], second["id"]]
+    assert (await gql.ok(READ, {"id": media["id"]}))["media"]["commentCount"] == 2

@@ -68,9 +68,11 @@ async def test_a_page_of_fifty_media_reads_counts_and_first_comments_in_one_quer
     assert shards_used == {0, 1}
     count_queries.clear()
     data = await gql.ok(PAGE_OF_MEDIA, {"tags": [spread_media["tag"]]})
-    comment_reads = [statement for statement in count_queries if "comments" in statement]
+    # The routing watcher's background reload of the shard map is not part of the request.
+    statements = [statement for statement in count_queries if "FROM shard_map" not in statement]
+    comment_reads = [statement for statement in statements if "comments" in statement]
     assert len(comment_reads) == 2, comment_reads
-    assert len(count_queries) == 3  # the media page itself, then one per physical shard
+    assert len(statements) == 3  # the media page itself, then one per physical shard
     by_title = {edge["node"]["title"]: edge["node"] for edge in data["mediaList"]["edges"]}
     for n in range(50):
         node = by_title[f"m{n}"]

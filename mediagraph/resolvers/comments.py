@@ -32,7 +32,7 @@ from mediagraph.db.comment_store import COMMENT_COLUMNS
 from mediagraph.db.comments import MAX_DEPTH, Comment
 from mediagraph.db.residency import on_logical_shard
 from mediagraph.db.users import User
-from mediagraph.errors import BadUserInput, Conflict, Forbidden, NotFound
+from mediagraph.errors import BadUserInput, Conflict, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.comments import comment_added_channel
 from mediagraph.resolvers.media import require_media
@@ -81,7 +81,8 @@ async def insert_comment(context: Context, draft: CommentDraft, *, nickname: str
         try:
             path = next_child_path(parent_path, top)
         except LevelFull:
-            raise Conflict("This thread level is full: no more replies fit here.", argument="parentId") from None
+            argument = "mediaId" if draft.parent_id is None else "parentId"
+            raise Conflict("This thread level is full: no more comments fit here.", argument=argument) from None
         comment = Comment(
             media_id=draft.media_id,
             # Drawn under the counter lock, so ids follow path order among siblings.
@@ -136,8 +137,13 @@ async def add_comment(context: Context, *, media_id: int, parent_id: int | None,
     services = context.services
     draft = CommentDraft(media_id=media_id, parent_id=parent_id, writer_id=viewer.id, content=text)
     comment = await insert_comment(context, draft, nickname=viewer.nickname)
-    current = await read_writer_nickname(context, viewer.id)
-    comment = await confirm_comment(context, comment, inserted=viewer.nickname, current=current)
+    try:
+        current = await read_writer_nickname(context, viewer.id)
+        comment = await confirm_comment(context, comment, inserted=viewer.nickname, current=current)
+    except ServiceUnavailable:
+        # The comment is stored; answering with an error would invite a duplicate retry.
+        # It stays unconfirmed until the repair pass re-checks its nickname.
+        log.warning("comment %s on media %s left unconfirmed for the repair pass", comment.id, media_id)
     await _announce(services, EngagementEvent(EngagementKind.COMMENT, media_id, 1))
     with contextlib.suppress(RedisError, OSError):
         await services.bus.publish(comment_added_channel(services.keys, media_id), comment_payload(comment))

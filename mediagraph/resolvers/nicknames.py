@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from mediagraph.db import comment_store
+from mediagraph.db import comment_nicknames
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import Comment, NicknameOffset
 from mediagraph.db.nicknames import NicknameLog, NicknameLogQueue
@@ -124,7 +124,7 @@ async def replay_batch(services: Services, physical: int, queue: int, *, head: i
         if not logs:
             return 0
         latest = {log.user_id: log.nickname for log in logs}  # later logs of a user win
-        await comment_store.apply_nicknames(session, latest, hosted)
+        await comment_nicknames.apply_nicknames(session, latest, hosted)
         await session.execute(
             NicknameOffset.__table__.update()  # type: ignore[attr-defined]
             .where(NicknameOffset.__table__.c.queue_id == queue)  # type: ignore[attr-defined]
@@ -179,7 +179,7 @@ async def resync_shard(services: Services, physical: int) -> None:
             break
 
         async def apply(session: AsyncSession, hosted: frozenset[int], batch: Mapping[int, str] = users) -> int:
-            return await comment_store.apply_nicknames(session, batch, hosted)
+            return await comment_nicknames.apply_nicknames(session, batch, hosted)
 
         await on_physical_shard(services, physical, apply)
         after_id = max(users)
@@ -208,7 +208,7 @@ async def repair_unconfirmed(services: Services, physical: int, *, grace_seconds
     while True:
 
         async def pending(session: AsyncSession) -> list[Comment]:
-            return await comment_store.unconfirmed(session, below_id=below_id, limit=REPAIR_BATCH)
+            return await comment_nicknames.unconfirmed(session, below_id=below_id, limit=REPAIR_BATCH)
 
         comments = await read_shard(services, physical, pending)
         if not comments:
@@ -226,7 +226,7 @@ async def repair_unconfirmed(services: Services, physical: int, *, grace_seconds
             batch: list[Comment] = comments,
             current: dict[int, str] = nicknames,
         ) -> int:
-            return await comment_store.repair_nicknames(session, batch, current, hosted)
+            return await comment_nicknames.repair_nicknames(session, batch, current, hosted)
 
         repaired += await on_physical_shard(services, physical, fix)
         if len(comments) < REPAIR_BATCH:
