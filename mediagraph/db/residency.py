@@ -34,8 +34,10 @@ T = TypeVar("T")
 
 # Advisory lock on the main database around every change of which shard hosts what.
 ROUTING_LOCK = (0x5A4D, 0)
-# Advisory lock namespace on shard databases: one lock per logical shard.
+# Advisory lock namespace on shard databases: one lock per logical shard, and one more
+# (EVERY_LOGICAL_SHARD) that work spanning every logical shard of a database takes.
 FENCE_NAMESPACE = 0x5A4E
+EVERY_LOGICAL_SHARD = -1
 # Connection failures, operator shutdowns, a missing database, exhausted resources.
 UNAVAILABLE_SQLSTATES = ("08", "57P", "3D", "53")
 RETRYABLE_SQLSTATES = ("40P01", "40001")  # deadlock, serialization failure
@@ -113,14 +115,13 @@ async def on_physical_shard(
     """
     try:
         async with services.databases.shard_session(physical) as session, session.begin():
-            listed = await hosted_set(session)
             await session.execute(
-                text("SELECT pg_advisory_xact_lock_shared(:ns, l) FROM unnest(CAST(:ls AS integer[])) AS l"),
-                {"ns": FENCE_NAMESPACE, "ls": sorted(listed)},
+                text("SELECT pg_advisory_xact_lock_shared(:ns, :every)"),
+                {"ns": FENCE_NAMESPACE, "every": EVERY_LOGICAL_SHARD},
             )
-            # Whatever moved away while we waited is gone from the re-read; whatever
-            # arrived meanwhile is not locked by us, so it is left alone too.
-            return await work(session, listed & await hosted_set(session))
+            # Read after the lock: no move can release a logical shard of this set until we
+            # commit. One that arrives meanwhile is not in it and is left alone.
+            return await work(session, await hosted_set(session))
     except Exception as error:
         if is_unavailable(error):
             raise unavailable(error) from error
@@ -139,10 +140,13 @@ async def hosted_set(session: AsyncSession | AsyncConnection) -> frozenset[int]:
 
 
 async def fence(connection: AsyncConnection, logical: int) -> None:
-    """Exclusive: waits for in-flight writers of `logical` and holds new ones until the transaction ends."""
-    await connection.execute(
-        text("SELECT pg_advisory_xact_lock(:ns, :logical)"), {"ns": FENCE_NAMESPACE, "logical": logical}
-    )
+    """Exclusive: waits for in-flight writers of `logical` and holds new ones until the transaction ends.
+
+    Writers of one logical shard hold its lock shared; work over every logical shard holds
+    the EVERY_LOGICAL_SHARD lock shared (one lock, however many logical shards there are).
+    """
+    for key in (logical, EVERY_LOGICAL_SHARD):
+        await connection.execute(text("SELECT pg_advisory_xact_lock(:ns, :key)"), {"ns": FENCE_NAMESPACE, "key": key})
 
 
 async def read_shard(services: Services, physical: int, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
