@@ -20,6 +20,7 @@ NODE_BITS = 10
 SEQUENCE_BITS = 12
 MAX_SEQUENCE = (1 << SEQUENCE_BITS) - 1
 MAX_ID = (1 << 63) - 1
+MAX_ID_PARTS = 3
 
 
 class SnowflakeGenerator:
@@ -45,7 +46,10 @@ class SnowflakeGenerator:
                     now_ms += 1
                     self._sequence = 0
             else:
-                self._sequence = 0
+                # Keep counting instead of restarting at 0: the low bits then take every
+                # value in turn, so `id mod L` (the logical shard of a media) spreads
+                # evenly even when ids are issued less often than once a millisecond.
+                self._sequence = (self._sequence + 1) & MAX_SEQUENCE
             self._last_ms = now_ms
             return (now_ms << (NODE_BITS + SEQUENCE_BITS)) | (self._node_id << SEQUENCE_BITS) | self._sequence
 
@@ -61,20 +65,34 @@ def snowflake_floor(moment: datetime) -> int:
     return max(ms, 0) << (NODE_BITS + SEQUENCE_BITS)
 
 
-def to_global_id(type_name: str, raw_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{type_name}:{raw_id}".encode()).decode().rstrip("=")
+def to_global_id(type_name: str, raw_id: int, *more_ids: int) -> str:
+    """`more_ids` for objects addressed by several ids (a comment: its media id and its own)."""
+    text = ":".join((type_name, *(str(part) for part in (raw_id, *more_ids))))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def parse_global_id(global_id: str) -> tuple[str, tuple[int, ...]]:
+    malformed = BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    if len(global_id) > 200:
+        raise malformed
+    try:
+        padded = global_id + "=" * (-len(global_id) % 4)
+        type_name, *raw = base64.urlsafe_b64decode(padded.encode()).decode().split(":")
+        raw_ids = tuple(int(part) for part in raw)
+    except (ValueError, binascii.Error, UnicodeError):
+        raise malformed from None
+    if not type_name or not raw_ids or len(raw_ids) > MAX_ID_PARTS:
+        raise malformed
+    if not all(0 < raw_id <= MAX_ID for raw_id in raw_ids):
+        raise malformed
+    return type_name, raw_ids
 
 
 def from_global_id(global_id: str) -> tuple[str, int]:
-    try:
-        padded = global_id + "=" * (-len(global_id) % 4)
-        type_name, _, raw = base64.urlsafe_b64decode(padded.encode()).decode().partition(":")
-        raw_id = int(raw)
-    except (ValueError, binascii.Error, UnicodeError):
-        raise BadUserInput(f"Malformed id {global_id[:40]!r}.") from None
-    if not type_name or not 0 < raw_id <= MAX_ID:
+    type_name, raw_ids = parse_global_id(global_id)
+    if len(raw_ids) != 1:
         raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
-    return type_name, raw_id
+    return type_name, raw_ids[0]
 
 
 def decode_id(global_id: str, expected_type: str) -> int:
@@ -82,3 +100,12 @@ def decode_id(global_id: str, expected_type: str) -> int:
     if type_name != expected_type:
         raise BadUserInput(f"Expected a {expected_type} id, got a {type_name} id.")
     return raw_id
+
+
+def decode_ids(global_id: str, expected_type: str, count: int) -> tuple[int, ...]:
+    type_name, raw_ids = parse_global_id(global_id)
+    if type_name != expected_type:
+        raise BadUserInput(f"Expected a {expected_type} id, got a {type_name} id.")
+    if len(raw_ids) != count:
+        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    return raw_ids

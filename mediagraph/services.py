@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from mediagraph.db.base import utcnow
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.engines import Databases
+from mediagraph.db.routing import RoutingWatcher
 from mediagraph.ids import SnowflakeGenerator
 from mediagraph.keys import KeySpace
 from mediagraph.settings import Settings
@@ -33,6 +34,7 @@ class Services:
     bus: EventBus
     storage: Storage
     ids: SnowflakeGenerator
+    routing: RoutingWatcher
     # The current time for logic that buckets by time (playback statistics); tests
     # replace it to cross minute, hour and day boundaries without waiting.
     clock: Callable[[], datetime] = utcnow
@@ -44,6 +46,8 @@ class Services:
         await databases.start()
         bus = EventBus(endpoints.redis_url, keys)
         await bus.connect()
+        routing = RoutingWatcher(databases, bus, refresh_seconds=settings.routing_refresh_seconds)
+        routing.start()
         return cls(
             settings=settings,
             endpoints=endpoints,
@@ -53,9 +57,11 @@ class Services:
             bus=bus,
             storage=LocalStorage(settings.media_dir),
             ids=SnowflakeGenerator(settings.node_id),
+            routing=routing,
         )
 
     async def close(self) -> None:
+        await self.routing.stop()
         await self.bus.disconnect()
         await self.redis.aclose()
         await self.databases.dispose()

@@ -68,6 +68,24 @@ class Settings(BaseSettings):
     view_push_interval_seconds: float = Field(default=0.25, gt=0)
     # A view- or like-sorted list's pagination session ends after this long unused.
     page_session_ttl_seconds: int = Field(default=1800, ge=1)
+    comment_max_length: int = 2_000
+    # Page-number navigation: buttons per block, and the deepest page served (the seed's policy).
+    comment_page_block: int = 10
+    comment_max_page: int = 10_000
+    # Unconfirmed comments older than this are repaired (their creation crashed before confirming).
+    comment_confirm_grace_seconds: float = 60.0
+
+    # Nickname-change log: queues let unrelated changes be logged in parallel.
+    nickname_log_queues: int = 4
+    nickname_replay_batch: int = 500
+    nickname_replay_interval_seconds: float = 1.0
+    # A shard further behind than this (in logs of one queue) is resynced from the users table.
+    nickname_resync_lag: int = 100_000
+
+    # Processes reload the shard map on a pub/sub notice, and at least this often.
+    routing_refresh_seconds: float = 10.0
+    # After a move switches routing, old copies stay readable this long before deletion.
+    shard_move_grace_seconds: float = 15.0
 
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
@@ -101,7 +119,16 @@ class Settings(BaseSettings):
             raise ValueError("node_id must be between 0 and 1023")
         return value
 
-    @field_validator("newsfeed_size", "author_feed_size", "fanout_max_attempts", "celebrity_followers")
+    @field_validator(
+        "newsfeed_size",
+        "author_feed_size",
+        "fanout_max_attempts",
+        "celebrity_followers",
+        "nickname_log_queues",
+        "nickname_replay_batch",
+        "comment_page_block",
+        "comment_max_page",
+    )
     @classmethod
     def at_least_one(cls, value: int) -> int:
         if value < 1:

@@ -6,6 +6,7 @@ import typer
 
 from mediagraph.cli import admin, serve
 from mediagraph.cli.bench import bench
+from mediagraph.cli.shards import shards
 
 app = typer.Typer(
     help="mediagraph: a GraphQL API with real-time subscriptions for a media service.", no_args_is_help=True
@@ -17,3 +18,4 @@ app.command()(admin.schema)
 app.command()(admin.demo)
 app.command()(admin.token)
 app.add_typer(bench, name="bench")
+app.add_typer(shards, name="shards")

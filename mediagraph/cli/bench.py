@@ -71,3 +71,17 @@ def pagination(
     from benchmarks import pagination as benchmark
 
     benchmark.run(media=media, page_size=page_size, depth=depth, changes=changes, rounds=rounds)
+
+
+@bench.command("comments")
+def comments(
+    pages: Annotated[
+        int, typer.Option(min=2, help="Thread length in pages; the deep page measured is the last.")
+    ] = 10_000,
+    size: Annotated[int, typer.Option(min=1, max=100, help="Comments per page.")] = 20,
+    requests: Annotated[int, typer.Option(min=1, help="Requests per measured variant.")] = 200,
+) -> None:
+    """Thread page latency at page 1 and page N side by side; statements for a page of 50 media."""
+    from benchmarks.comments import run
+
+    run(pages=pages, size=size, requests=requests)

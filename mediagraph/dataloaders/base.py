@@ -19,8 +19,9 @@ class Loader(DataLoader[K, V], Generic[K, V]):
         super().__init__(load_fn=self._load)
         self.context = context
 
-    async def _load(self, keys: list[K]) -> Sequence[V]:
+    async def _load(self, keys: list[K]) -> Sequence[V | BaseException]:
         return await self.load_batch(keys)
 
-    async def load_batch(self, keys: list[K]) -> Sequence[V]:
+    async def load_batch(self, keys: list[K]) -> Sequence[V | BaseException]:
+        """Values in key order; an exception in place of a value fails only that key's load."""
         raise NotImplementedError

@@ -40,6 +40,9 @@ class Databases:
         return self.shard_sessions[physical_shard]()
 
     async def start(self) -> None:
+        await self.reload_router()
+
+    async def reload_router(self) -> None:
         async with self.main_session() as session:
             await self.router.reload(session)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from alembic import command
@@ -10,8 +11,10 @@ from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.residency import seed_residency
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -71,6 +74,18 @@ async def seed_shard_map(database_url: str, logical_shards: int, physical_shards
         await engine.dispose()
 
 
+async def seed_hosted_logical_shards(endpoints: Endpoints) -> None:
+    main = create_async_engine(endpoints.database_url, poolclass=NullPool)
+    shards = [create_async_engine(url, poolclass=NullPool) for url in endpoints.shard_urls]
+    try:
+        async with main.begin() as connection, contextlib.AsyncExitStack() as stack:
+            shard_connections = [await stack.enter_async_context(engine.begin()) for engine in shards]
+            await seed_residency(connection, shard_connections)
+    finally:
+        for engine in (main, *shards):
+            await engine.dispose()
+
+
 async def provision(endpoints: Endpoints, *, logical_shards: int) -> None:
     urls = (endpoints.database_url, *endpoints.shard_urls)
     await asyncio.gather(*(ensure_database(url) for url in urls))
@@ -79,3 +94,4 @@ async def provision(endpoints: Endpoints, *, logical_shards: int) -> None:
     for kind, url in (("main", endpoints.database_url), *(("shard", url) for url in endpoints.shard_urls)):
         await asyncio.to_thread(upgrade, kind, url)
     await seed_shard_map(endpoints.database_url, logical_shards, len(endpoints.shard_urls))
+    await seed_hosted_logical_shards(endpoints)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from enum import Enum
 from typing import Any
@@ -18,10 +19,12 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Bookmark, Media
-from mediagraph.errors import BadUserInput, Forbidden, NotFound
+from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.keys.media import media_uploaded_channel
 from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
+
+log = logging.getLogger(__name__)
 
 
 class TagMatch(Enum):
@@ -187,6 +190,13 @@ async def delete_media(context: Context, *, media_id: int) -> int:
     context.loader(MediaByIdLoader).clear(media_id)
     with contextlib.suppress(OSError):
         await context.services.storage.delete(media.storage_key)
+    from mediagraph.resolvers.comments import purge_media_comments
+
+    try:
+        await purge_media_comments(context.services, media_id=media_id)
+    except ServiceUnavailable:
+        # The media is gone either way; its orphaned comments are unreachable through it.
+        log.warning("comments of deleted media %s stay until their shard is back", media_id)
     return media_id
 
 

@@ -17,6 +17,7 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.users import User
 from mediagraph.errors import Conflict, RateLimited, Unauthenticated
 from mediagraph.keys.users import login_attempts_by_address, login_attempts_by_username
+from mediagraph.resolvers.nicknames import append_nickname_log
 
 
 @dataclass
@@ -103,6 +104,9 @@ async def change_nickname(context: Context, *, nickname: str) -> User:
         if user.nickname != new_nickname:
             user.nickname = new_nickname
             user.nickname_changed_at = now
+            # Same transaction: the change and its log commit together or not at all,
+            # and the replay worker copies it onto the comments on every shard.
+            await append_nickname_log(session, context.settings, user_id=user.id, nickname=new_nickname)
         await session.commit()
     context.loader(UserByIdLoader).clear(viewer.id)
     return user

@@ -19,6 +19,7 @@ from strawberry.extensions import (
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
+from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
@@ -31,12 +32,16 @@ from mediagraph.settings import Settings, get_settings
 log = logging.getLogger("mediagraph.errors")
 
 Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, FeedQueries, PlaybackQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations, ViewsMutations, FeedMutations, PlaybackMutations))
+Mutation = merge_types(
+    "Mutation",
+    (UserMutations, MediaMutations, ViewsMutations, CommentMutations, FeedMutations, PlaybackMutations),
+)
 Subscription = merge_types(
-    "Subscription", (MediaSubscriptions, ViewsSubscriptions, FeedSubscriptions, PlaybackSubscriptions)
+    "Subscription",
+    (MediaSubscriptions, ViewsSubscriptions, CommentSubscriptions, FeedSubscriptions, PlaybackSubscriptions),
 )
 
-NODE_TYPES: list[Any] = [User, Media, Post]
+NODE_TYPES: list[Any] = [User, Media, Comment, Post]
 
 
 class MediagraphSchema(strawberry.Schema):

@@ -13,6 +13,8 @@ from mediagraph.dataloaders.media import BookmarkedByViewerLoader
 from mediagraph.db.media import Media as MediaRow
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity
+from mediagraph.resolvers import comment_threads as comment_reads
+from mediagraph.resolvers import comments as comment_resolvers
 from mediagraph.resolvers import media as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers import views as view_resolvers
@@ -22,11 +24,14 @@ from mediagraph.resolvers.views_pagination import MediaSort, ranked_media_list
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 
 if TYPE_CHECKING:
+    from mediagraph.schema.comments import CommentConnection, CommentPage
     from mediagraph.schema.playback import PlaybackStats
     from mediagraph.schema.users import User
 
 UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
 PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
+CommentConnectionRef = Annotated["CommentConnection", strawberry.lazy("mediagraph.schema.comments")]
+CommentPageRef = Annotated["CommentPage", strawberry.lazy("mediagraph.schema.comments")]
 
 TagMatchEnum = strawberry.enum(
     TagMatch, name="TagMatch", description="Whether media must carry ALL the tags or ANY of them."
@@ -101,6 +106,30 @@ class Media(Node):
         from mediagraph.schema.playback import PlaybackStats
 
         return PlaybackStats(entity=Entity.stream(self.raw_id, self.owner_id))
+
+    # The comment fields are nullable: when the media's shard is down they alone come back
+    # null with a SERVICE_UNAVAILABLE error, and the rest of the response still arrives.
+    @strawberry.field(description="Comments on this media that are not deleted, replies included.")
+    async def comment_count(self, info: Info[Context, None]) -> int | None:
+        return await comment_resolvers.comment_count(info.context, media_id=self.raw_id)
+
+    @strawberry.field(description="The comment thread in thread order (replies under their parent, oldest first).")
+    async def comments(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> CommentConnectionRef | None:
+        from mediagraph.schema.comments import CommentConnection
+
+        page = await comment_reads.thread(info.context, media_id=self.raw_id, first=first, after=after)
+        return CommentConnection.from_page(page)
+
+    @strawberry.field(description="The thread by page number (1-based), for numbered page navigation.")
+    async def comment_page(
+        self, info: Info[Context, None], page: int = 1, size: int | None = None
+    ) -> CommentPageRef | None:
+        from mediagraph.schema.comments import CommentPage
+
+        result = await comment_reads.numbered_page(info.context, media_id=self.raw_id, page=page, size=size)
+        return CommentPage.from_result(result)
 
 
 def media_or_none(row: MediaRow | None) -> Media | None:

@@ -34,10 +34,13 @@ class Edge(Generic[T]):
     node: T
 
 
-# Node types register how to fetch themselves by raw id: `node(id:)` dispatches here.
-NodeFetcher = Callable[[Any, int], Awaitable[Any]]
+# Node types register how to fetch themselves by raw id(s): `node(id:)` dispatches here.
+NodeFetcher = Callable[..., Awaitable[Any]]
 NODE_FETCHERS: dict[str, NodeFetcher] = {}
+# How many raw ids a type's global id carries (most: one).
+NODE_ID_PARTS: dict[str, int] = {}
 
 
-def register_node(type_name: str, fetch: NodeFetcher) -> None:
+def register_node(type_name: str, fetch: NodeFetcher, *, id_parts: int = 1) -> None:
     NODE_FETCHERS[type_name] = fetch
+    NODE_ID_PARTS[type_name] = id_parts

@@ -10,6 +10,7 @@ from mediagraph.context import Context
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import Entity
+from mediagraph.resolvers import comment_threads as comment_reads
 from mediagraph.resolvers import follows as follow_resolvers
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import posts as post_resolvers
@@ -17,6 +18,7 @@ from mediagraph.resolvers import users as resolvers
 from mediagraph.schema.relay import Node, register_node
 
 if TYPE_CHECKING:
+    from mediagraph.schema.comments import CommentConnection
     from mediagraph.schema.feeds import FollowConnection, PostConnection
     from mediagraph.schema.media import MediaConnection
     from mediagraph.schema.playback import PlaybackStats
@@ -25,6 +27,7 @@ MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.sc
 PostConnectionRef = Annotated["PostConnection", strawberry.lazy("mediagraph.schema.feeds")]
 FollowConnectionRef = Annotated["FollowConnection", strawberry.lazy("mediagraph.schema.feeds")]
 PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
+CommentConnectionRef = Annotated["CommentConnection", strawberry.lazy("mediagraph.schema.comments")]
 
 
 @strawberry.type
@@ -106,6 +109,18 @@ class User(Node):
         from mediagraph.schema.playback import PlaybackStats
 
         return PlaybackStats(entity=Entity.of_channel(self.raw_id))
+
+    @strawberry.field(
+        description="This user's comments on any media, newest first (deleted ones excluded). "
+        "Null, with a SERVICE_UNAVAILABLE error, while a shard is down."
+    )
+    async def comments(
+        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+    ) -> CommentConnectionRef | None:
+        from mediagraph.schema.comments import CommentConnection
+
+        page = await comment_reads.writer_comments(info.context, writer_id=self.raw_id, first=first, after=after)
+        return CommentConnection.from_page(page)
 
 
 def user_or_none(row: UserRow | None) -> User | None:

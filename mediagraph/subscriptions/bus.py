@@ -59,9 +59,12 @@ class BoundedBroadcast(Broadcast):
                 subscribers[channel].add(mailbox)
             yield mailbox
         finally:
-            subscribers[channel].discard(mailbox)
-            if not subscribers[channel]:
-                del subscribers[channel]
+            # Cancelled while the backend was still subscribing, the mailbox was never added.
+            members = subscribers.get(channel)
+            if members is not None:
+                members.discard(mailbox)
+            if not members:
+                subscribers.pop(channel, None)
                 await self._backend.unsubscribe(channel)
 
 

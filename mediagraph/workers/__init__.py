@@ -22,6 +22,7 @@ WorkerRun = Callable[[Services, asyncio.Event], Awaitable[None]]
 # One module per domain that has background work, e.g. "mediagraph.workers.views".
 WORKER_MODULES: tuple[str, ...] = (
     "mediagraph.workers.views",
+    "mediagraph.workers.nicknames",
     "mediagraph.workers.feeds",
     "mediagraph.workers.playback",
 )

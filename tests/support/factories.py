@@ -123,3 +123,19 @@ async def record_views(
             assert not body.get("errors"), body
             counted += body["data"]["recordView"]["counted"]
     return counted
+
+
+ADD_COMMENT = """
+mutation AddComment($mediaId: ID!, $content: String!, $parentId: ID) {
+  addComment(mediaId: $mediaId, content: $content, parentId: $parentId) {
+    id depth content deleted writerNickname createdAt
+  }
+}
+"""
+
+
+async def add_comment(
+    gql: GraphQLClient, *, token: str, media_id: str, content: str = "A comment", parent_id: str | None = None
+) -> dict[str, Any]:
+    data = await gql.ok(ADD_COMMENT, {"mediaId": media_id, "content": content, "parentId": parent_id}, token=token)
+    return data["addComment"]  # type: ignore[no-any-return]

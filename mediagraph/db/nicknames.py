@@ -1,0 +1,34 @@
+"""Main-database tables of the nickname-change log that keeps nicknames on comments current.
+
+Log ids are per-queue serials handed out under the queue row's lock, never a sequence:
+a sequence value says nothing about commit order, so a replayer that saw log 8 commit
+before log 7 would record offset 9 and skip log 7 for good. With the row lock, log n+1
+cannot be numbered before log n committed (or rolled back and gave its number back).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Integer, String, text
+from sqlmodel import Field
+
+from mediagraph.db.base import MainTable, timestamp
+
+
+class NicknameLogQueue(MainTable, table=True):
+    __tablename__ = "nickname_log_queues"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    # The id the next log of this queue receives.
+    next_offset: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default=text("0")))
+
+
+class NicknameLog(MainTable, table=True):
+    __tablename__ = "nickname_logs"
+
+    queue_id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    user_id: int = Field(sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False))
+    nickname: str = Field(sa_column=Column(String(40), nullable=False))
+    created_at: datetime = timestamp()  # type: ignore[assignment]
