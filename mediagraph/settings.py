@@ -43,6 +43,15 @@ class Settings(BaseSettings):
     login_window_seconds: int = 300
     nickname_change_interval_hours: int = 24
 
+    # A finished leaderboard period stays in Redis this long; afterwards a read rebuilds it
+    # from PostgreSQL and keeps it for `leaderboard_history_cache_seconds`.
+    leaderboard_history_grace_seconds: int = 3600
+    leaderboard_history_cache_seconds: int = 600
+    # Live leaderboards: at most one read per board per process every `tick` seconds, and
+    # at least one every `refresh` seconds (covers pub/sub messages lost in a reconnect).
+    leaderboard_tick_seconds: float = 0.05
+    leaderboard_refresh_seconds: float = 5.0
+
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
 

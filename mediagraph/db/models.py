@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mediagraph.db import media, shards, users  # noqa: F401
+from mediagraph.db import leaderboards, media, shards, users  # noqa: F401
 from mediagraph.db.base import main_registry, shard_registry
 
 main_metadata = main_registry.metadata

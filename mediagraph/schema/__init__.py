@@ -20,6 +20,12 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
+from mediagraph.schema.leaderboards import (
+    LeaderboardDefinition,
+    LeaderboardMutations,
+    LeaderboardQueries,
+    LeaderboardSubscriptions,
+)
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.users import User, UserMutations, UserQueries
@@ -27,11 +33,11 @@ from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
-Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries))
-Mutation = merge_types("Mutation", (UserMutations, MediaMutations))
-Subscription = merge_types("Subscription", (MediaSubscriptions,))
+Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, LeaderboardQueries))
+Mutation = merge_types("Mutation", (UserMutations, MediaMutations, LeaderboardMutations))
+Subscription = merge_types("Subscription", (MediaSubscriptions, LeaderboardSubscriptions))
 
-NODE_TYPES: list[Any] = [User, Media]
+NODE_TYPES: list[Any] = [User, Media, LeaderboardDefinition]
 
 
 class MediagraphSchema(strawberry.Schema):
