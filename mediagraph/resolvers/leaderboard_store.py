@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import orjson
 from redis.asyncio import Redis
 
 from mediagraph.db.leaderboards import Leaderboard, ScoreRecord, SortOrder, score_records
@@ -148,7 +149,9 @@ def _expire_ms(board: Board) -> int:
 
 async def apply(services: Services, board: Board, records: Sequence[ScoreRecord], *, announce: bool) -> int:
     channel = board_changed_channel(services.keys, board.definition.id) if announce else ""
-    args = [_expire_ms(board), channel, board.window.key, *record_args(board, records)]
+    # The event bus decodes every message as JSON.
+    message = orjson.dumps({"period": board.window.key})
+    args = [_expire_ms(board), channel, message, *record_args(board, records)]
     return int(await apply_script.run(services.redis, board.keys.script_keys, args))
 
 

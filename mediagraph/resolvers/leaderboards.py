@@ -281,8 +281,8 @@ async def size(context: Context, board: Board) -> int:
 
 
 async def watch_top(context: Context, *, name: str, first: int | None) -> AsyncIterator[TopState]:
-    definition = await require_definition(context, name)
     limit = page_size(first, context.settings.max_page_size)
+    definition = await require_definition(context, name)
     async with tickers.watch(context.services, definition, Watch(first=limit)) as watch:
         async for state in watch.states():
             yield state

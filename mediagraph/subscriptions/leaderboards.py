@@ -52,7 +52,7 @@ class EntryState:
     user: User | None = field(compare=False)
 
 
-@dataclass
+@dataclass(eq=False)
 class Watch:
     """One subscriber: what it watches, and the newest state it has not yet received."""
 
@@ -123,8 +123,11 @@ class BoardTicker:
                 listener.cancel()
 
     async def _listen(self, changes: AsyncIterator[Any]) -> None:
-        async for _ in changes:
-            self._wake.set()
+        try:
+            async for _ in changes:
+                self._wake.set()
+        except Exception:
+            log.exception("leaderboard %s: change notifications stopped; refreshing on a timer", self.definition.name)
 
     async def _sleep_until_woken(self, refresh: float) -> None:
         # Wake for the period rollover too: a new day starts a new board.
