@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     leaderboard_tick_seconds: float = 0.05
     leaderboard_refresh_seconds: float = 5.0
 
+    # Hot media: a day takes engagement events until this long after it ends; then its
+    # top 10 is final. Days are kept for `hot_history_days` (today included).
+    hot_live_grace_seconds: int = 3600
+    hot_history_days: int = 7
+    # A consumer's unacknowledged events are claimed by another after this long.
+    hot_claim_idle_seconds: int = 30
+
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True
 

@@ -20,6 +20,7 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
+from mediagraph.schema.hot import HotQueries
 from mediagraph.schema.leaderboards import (
     LeaderboardDefinition,
     LeaderboardMutations,
@@ -33,7 +34,7 @@ from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
-Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, LeaderboardQueries))
+Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, LeaderboardQueries, HotQueries))
 Mutation = merge_types("Mutation", (UserMutations, MediaMutations, LeaderboardMutations))
 Subscription = merge_types("Subscription", (MediaSubscriptions, LeaderboardSubscriptions))
 

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 WorkerRun = Callable[[Services, asyncio.Event], Awaitable[None]]
 
 # One module per domain that has background work, e.g. "mediagraph.workers.views".
-WORKER_MODULES: tuple[str, ...] = ()
+WORKER_MODULES: tuple[str, ...] = ("mediagraph.workers.hot",)
 
 RESTART_DELAY_SECONDS = 1.0
 
