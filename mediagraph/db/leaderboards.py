@@ -6,13 +6,14 @@ are combined, ordered or laid out), so processes may cache it for their lifetime
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Double, ForeignKey, Index, String, false, select, update
+from sqlalchemy import BigInteger, Column, Double, ForeignKey, Index, String, bindparam, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import Field, col
@@ -100,13 +101,64 @@ class OutOfBounds(Exception):
     """An INCREMENT would take the running total outside the board's range."""
 
 
-def _changed_when(board: Leaderboard, current: object, submitted: object) -> object:
-    operator = board.score_operator
-    if operator is ScoreOperator.SET:
-        return submitted != current
-    if board.order is SortOrder.DESC:
-        return submitted > current  # type: ignore[operator]
-    return submitted < current  # type: ignore[operator]
+@functools.cache
+def _upsert(operator: ScoreOperator, order: SortOrder) -> Any:
+    """The submission statement of one kind of board, built once: the hot path only binds values
+    (named `new_…`: UPDATE reserves the column names for its own parameters).
+
+    A changed row gets the new reached id and a bumped version; an unchanged one (BEST
+    not beaten, SET repeating the score, INCREMENT by zero or out of range) is left
+    alone and the statement returns nothing.
+    """
+    table = LeaderboardScore.__table__  # type: ignore[attr-defined]
+    statement = insert(table).values(
+        leaderboard_id=bindparam("new_board_id"),
+        period=bindparam("new_period"),
+        user_id=bindparam("new_user_id"),
+        score=bindparam("new_score"),
+        reached_id=bindparam("new_reached_id"),
+        version=1,
+        updated_at=bindparam("new_now"),
+    )
+    submitted, current = statement.excluded.score, table.c.score
+    if operator is ScoreOperator.INCREMENT:
+        score = current + submitted
+        changed = (submitted != 0) & score.between(bindparam("new_min_score"), bindparam("new_max_score"))
+    else:
+        score = submitted
+        if operator is ScoreOperator.SET:
+            changed = submitted != current
+        else:
+            changed = submitted > current if order is SortOrder.DESC else submitted < current
+    values = {"score": score, "reached_id": statement.excluded.reached_id, "version": table.c.version + 1}
+    return statement.on_conflict_do_update(
+        index_elements=["leaderboard_id", "period", "user_id"],
+        set_={**values, "updated_at": statement.excluded.updated_at},
+        where=changed,
+    ).returning(*_returned(table))
+
+
+@functools.cache
+def _move_total() -> Any:
+    """INCREMENT by a step larger than the range: only an existing total may move, never start there."""
+    table = LeaderboardScore.__table__  # type: ignore[attr-defined]
+    total = table.c.score + bindparam("new_score")
+    return (
+        update(table)
+        .where(
+            table.c.leaderboard_id == bindparam("new_board_id"),
+            table.c.period == bindparam("new_period"),
+            table.c.user_id == bindparam("new_user_id"),
+            total.between(bindparam("new_min_score"), bindparam("new_max_score")),
+        )
+        .values(
+            score=total,
+            reached_id=bindparam("new_reached_id"),
+            version=table.c.version + 1,
+            updated_at=bindparam("new_now"),
+        )
+        .returning(*_returned(table))
+    )
 
 
 async def record_score(
@@ -117,52 +169,25 @@ async def record_score(
     One statement: the row lock taken by the upsert serialises concurrent submissions for
     the same user, so BEST and INCREMENT never lose an update.
     """
-    table = LeaderboardScore.__table__  # type: ignore[attr-defined]
-    now = utcnow()
-    bump = {"reached_id": reached_id, "version": table.c.version + 1, "updated_at": now}
-    if board.score_operator is ScoreOperator.INCREMENT:
-        total = table.c.score + score
-        in_bounds = total.between(board.min_score, board.max_score)
-        if not board.min_score <= score <= board.max_score:
-            # A first submission would start outside the range: only an existing total may move.
-            moved = (
-                update(table)
-                .where(
-                    table.c.leaderboard_id == board.id,
-                    table.c.period == period,
-                    table.c.user_id == user_id,
-                    in_bounds,
-                )
-                .values(score=total, **bump)
-                .returning(*_returned(table))
-            )
-            row = (await session.execute(moved)).first()
-            if row is None:
-                raise OutOfBounds
-            return ScoreRecord(*row)
-        values = {"score": total, **bump}
-        # Adding zero changes nothing, and must not refresh when the total was reached.
-        condition = in_bounds if score != 0 else false()
-    else:
-        excluded = insert(table).excluded
-        values = {**bump, "score": excluded.score, "reached_id": excluded.reached_id}
-        condition = _changed_when(board, table.c.score, excluded.score)
-    statement = (
-        insert(table)
-        .values(
-            leaderboard_id=board.id,
-            period=period,
-            user_id=user_id,
-            score=score,
-            reached_id=reached_id,
-            version=1,
-            updated_at=now,
-        )
-        .on_conflict_do_update(index_elements=["leaderboard_id", "period", "user_id"], set_=values, where=condition)
-        .returning(*_returned(table))
-    )
-    row = (await session.execute(statement)).first()
-    if row is None and board.score_operator is ScoreOperator.INCREMENT and score != 0:
+    operator = board.score_operator
+    params = {
+        "new_board_id": board.id,
+        "new_period": period,
+        "new_user_id": user_id,
+        "new_score": score,
+        "new_reached_id": reached_id,
+        "new_now": utcnow(),
+        "new_min_score": board.min_score,
+        "new_max_score": board.max_score,
+    }
+    incremented = operator is ScoreOperator.INCREMENT
+    if incremented and not board.min_score <= score <= board.max_score:
+        row = (await session.execute(_move_total(), params)).first()
+        if row is None:
+            raise OutOfBounds
+        return ScoreRecord(*row)
+    row = (await session.execute(_upsert(operator, board.order), params)).first()
+    if row is None and incremented and score != 0:
         raise OutOfBounds
     return ScoreRecord(*row) if row is not None else None
 
