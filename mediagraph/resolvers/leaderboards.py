@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
@@ -216,7 +217,12 @@ async def submit_score(context: Context, *, leaderboard: str, user_id: int, scor
             argument="score",
         ) from None
     if record is not None:
-        await store.apply(services, board, [record], announce=True)
+        try:
+            await store.apply(services, board, [record], announce=True)
+        except (RedisError, OSError):
+            # The score is recorded: answer success (a retry would count an INCREMENT twice)
+            # and let the board catch up once Redis answers again.
+            store.repairs.add(services, board, [record])
     return Submission(board=board, user_id=user_id, changed=record is not None)
 
 

@@ -187,8 +187,11 @@ class SubmitScorePayload:
     def leaderboard(self) -> Leaderboard:
         return Leaderboard.of(self.submission.board)
 
-    @strawberry.field(description="The user's standing after the submission.")
-    async def entry(self, info: Info[Context, None]) -> LeaderboardEntry:
+    @strawberry.field(
+        description="The user's standing after the submission; null (with an error) when the board cannot "
+        "be read right now: the score is recorded all the same."
+    )
+    async def entry(self, info: Info[Context, None]) -> LeaderboardEntry | None:
         found = await resolvers.entry(info.context, self.submission.board, user_id=self.submission.user_id)
         if found is None:
             raise RuntimeError("a submitted score is missing from its board")
