@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -16,10 +15,11 @@ import httpx
 from sqlalchemy import insert, select
 from sqlmodel import col
 
-from benchmarks.harness import Latency, bench_settings, console, report
+from benchmarks.harness import bench_settings, console, report
 from benchmarks.leaderboard_push import PushFigures, push_latency
 from benchmarks.leaderboard_ranks import RankFigures, measure
 from benchmarks.leaderboard_servers import servers
+from benchmarks.leaderboard_submit import define, report_throughput, submit, throughput
 from mediagraph import security
 from mediagraph.cli.runtime import open_services
 from mediagraph.db.endpoints import Endpoints
@@ -31,16 +31,6 @@ from mediagraph.resolvers.leaderboard_store import Board
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 
-SEED_PEAK_UPDATES_PER_SECOND = 2_500
-DEFINE = """
-mutation($n: String!, $o: ScoreOperator!, $b: [Float!]) {
-  defineLeaderboard(name: $n, operator: $o, partitionBounds: $b) { id }
-}
-"""
-SUBMIT = """
-mutation($b: String!, $u: ID!, $s: Float!) { submitScore(leaderboard: $b, userId: $u, score: $s) { entry { rank } } }
-"""
-
 
 @dataclass(frozen=True)
 class Options:
@@ -50,13 +40,6 @@ class Options:
     lookups: int
     subscribers: int
     rounds: int
-
-
-@dataclass(frozen=True)
-class Throughput:
-    servers: int
-    updates_per_second: float
-    latency: Latency
 
 
 def run(options: Options) -> None:
@@ -73,10 +56,20 @@ async def _main(settings: Settings, urls: list[str], options: Options) -> None:
     headers = {"authorization": f"Bearer {token}"}
     async with open_services(settings, endpoints) as services, httpx.AsyncClient(headers=headers) as http:
         users = await _insert_users(services, max(options.subscribers, 1_000))
-        throughput = [
-            await _submit_load(http, urls[:count], users, options, board=f"throughput-{count}") for count in (1, 2)
+        rows = [
+            await throughput(
+                http,
+                urls[:servers],
+                users,
+                board=f"throughput-{servers}-{batch}",
+                submissions=options.submissions,
+                concurrency=options.concurrency,
+                batch=batch,
+            )
+            for batch in (1, 100)
+            for servers in (1, 2)
         ]
-        _report_throughput(throughput, options)
+        report_throughput(rows, concurrency=options.concurrency)
 
         ranks: list[RankFigures] = []
         for size in options.sizes:
@@ -92,15 +85,15 @@ async def _main(settings: Settings, urls: list[str], options: Options) -> None:
             await _board(services, http, urls[0], name, operator="SET")
             # Everyone on the board, so a new leader moves every watched rank.
             for n, user in enumerate(users[: options.subscribers]):
-                await _submit(http, urls[1], name, user, float(n))
+                await submit(http, urls[1], name, user, float(n))
 
-            async def submit(user: str, score: float, name: str = name) -> None:
-                await _submit(http, urls[1], name, user, score)
+            async def submit_one(user: str, score: float, name: str = name) -> bool:
+                return await submit(http, urls[1], name, user, score)
 
             pushes.append(
                 await push_latency(
                     watch_url=urls[0],
-                    submit=submit,
+                    submit=submit_one,
                     board=name,
                     watch=watch,
                     users=users[: options.subscribers],
@@ -138,66 +131,11 @@ async def _board(
     operator: str = "BEST",
     bounds: list[float] | None = None,
 ) -> Board:
-    response = await http.post(
-        f"{url}/graphql", json={"query": DEFINE, "variables": {"n": name, "o": operator, "b": bounds}}
-    )
-    assert not response.json().get("errors"), response.text
+    await define(http, url, name, operator=operator, bounds=bounds)
     async with services.databases.main_session() as session:
         definition = (await session.execute(select(Leaderboard).where(col(Leaderboard.name) == name))).scalar_one()
     now = datetime.now(UTC)
     return Board.of(services, definition, current_window(definition.period_kind, now), now=now)
-
-
-async def _submit(http: httpx.AsyncClient, url: str, board: str, user: str, score: float) -> None:
-    response = await http.post(
-        f"{url}/graphql", json={"query": SUBMIT, "variables": {"b": board, "u": user, "s": score}}
-    )
-    body = response.json()
-    assert not body.get("errors"), body
-
-
-async def _submit_load(
-    http: httpx.AsyncClient, urls: list[str], users: list[str], options: Options, *, board: str
-) -> Throughput:
-    response = await http.post(f"{urls[0]}/graphql", json={"query": DEFINE, "variables": {"n": board, "o": "BEST"}})
-    assert not response.json().get("errors"), response.text
-    latencies: list[float] = []
-    counter = iter(range(options.submissions))
-
-    async def client(worker: int) -> None:
-        for n in counter:
-            began = time.perf_counter()
-            await _submit(http, urls[(worker + n) % len(urls)], board, users[n % len(users)], float(n))
-            latencies.append(time.perf_counter() - began)
-
-    warm = iter(range(200))
-    await asyncio.gather(*(_warm(http, urls, board, users, warm) for _ in range(options.concurrency)))
-    started = time.perf_counter()
-    await asyncio.gather(*(client(worker) for worker in range(options.concurrency)))
-    elapsed = time.perf_counter() - started
-    return Throughput(len(urls), options.submissions / elapsed, Latency.of(latencies))
-
-
-async def _warm(http: httpx.AsyncClient, urls: list[str], board: str, users: list[str], counter: object) -> None:
-    for n in counter:  # type: ignore[attr-defined]
-        await _submit(http, urls[n % len(urls)], board, users[n % len(users)], -1.0)
-
-
-def _report_throughput(rows: list[Throughput], options: Options) -> None:
-    report(
-        f"submitScore through GraphQL over HTTP ({options.submissions:,} submissions, {options.concurrency} clients)",
-        ["API processes", "updates/s", "× seed peak (2,500/s)", "p50 ms", "p99 ms"],
-        [
-            [
-                row.servers,
-                row.updates_per_second,
-                row.updates_per_second / SEED_PEAK_UPDATES_PER_SECOND,
-                row.latency.p50,
-                row.latency.p99,
-            ]
-            for row in rows
-        ],
-    )
 
 
 def _report_ranks(rows: list[RankFigures]) -> None:

@@ -62,7 +62,7 @@ async def _open(url: str, query: str, variables: dict[str, Any]) -> Subscriber:
 async def push_latency(
     *,
     watch_url: str,
-    submit: Callable[[str, float], Awaitable[None]],
+    submit: Callable[[str, float], Awaitable[bool]],
     board: str,
     watch: str,
     users: list[str],

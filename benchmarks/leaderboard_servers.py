@@ -42,15 +42,18 @@ def servers(settings: Settings, count: int) -> Iterator[list[str]]:
     """`count` API processes without workers; their base URLs once all answer /readyz."""
     processes: list[subprocess.Popen[bytes]] = []
     urls: list[str] = []
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         for n in range(count):
             port = _free_port()
+            # Kept under benchmarks/.work, for when a run reports failed requests.
+            log = (settings.data_dir / f"server-{n}.log").open("wb")
             processes.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "mediagraph", "serve", "--no-workers", "--port", str(port)],
                     env=_environment(settings, 200 + n),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             )
             urls.append(f"http://127.0.0.1:{port}")

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from mediagraph.db.leaderboards import Leaderboard, Period, record_score
+from mediagraph.db.leaderboards import Leaderboard, Period, Submission, record_scores
 from mediagraph.ids import decode_id
 from mediagraph.keys.leaderboards import board_keys
 from mediagraph.resolvers.leaderboard_periods import parse_window, window_of_day
@@ -118,15 +118,11 @@ async def test_a_past_day_is_read_back_from_postgresql_and_cached_briefly(gql, s
     day = datetime.now(UTC).date() - timedelta(days=3)
     async with services.databases.main_session() as session:
         definition = await session.get(Leaderboard, board_id)
-        for player, score in ((players[0], 4.0), (players[1], 9.0)):
-            await record_score(
-                session,
-                board=definition,
-                period=day.isoformat(),
-                user_id=decode_id(player["id"], "User"),
-                score=score,
-                reached_id=services.ids.next_id(),
-            )
+        submissions = [
+            Submission(decode_id(player["id"], "User"), score, services.ids.next_id())
+            for player, score in ((players[0], 4.0), (players[1], 9.0))
+        ]
+        await record_scores(session, board=definition, period=day.isoformat(), submissions=submissions)
         await session.commit()
     await submit_score(gql, token=service, board=board["name"], user_id=players[2]["id"], score=1)
 

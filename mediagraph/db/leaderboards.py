@@ -7,7 +7,7 @@ are combined, ordered or laid out), so processes may cache it for their lifetime
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -98,7 +98,11 @@ class ScoreRecord:
 
 
 class OutOfBounds(Exception):
-    """An INCREMENT would take the running total outside the board's range."""
+    """An INCREMENT would take a user's running total outside the board's range."""
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__(user_id)
+        self.user_id = user_id
 
 
 @functools.cache
@@ -161,35 +165,67 @@ def _move_total() -> Any:
     )
 
 
-async def record_score(
-    session: AsyncSession, *, board: Leaderboard, period: str, user_id: int, score: float, reached_id: int
-) -> ScoreRecord | None:
-    """Apply one submission under the board's operator; the new record, or None when nothing changed.
+@dataclass(frozen=True)
+class Submission:
+    user_id: int
+    score: float
+    reached_id: int
 
-    One statement: the row lock taken by the upsert serialises concurrent submissions for
-    the same user, so BEST and INCREMENT never lose an update.
+
+async def record_scores(
+    session: AsyncSession, *, board: Leaderboard, period: str, submissions: Sequence[Submission]
+) -> list[ScoreRecord]:
+    """Apply submissions in order under the board's operator; the records they changed.
+
+    The row lock each upsert takes serialises concurrent submissions for one user, so BEST
+    and INCREMENT never lose an update. Submissions go in rounds of distinct users (one
+    statement may touch a row once); an INCREMENT leaving the range raises OutOfBounds.
     """
-    operator = board.score_operator
-    params = {
+    operator, now = board.score_operator, utcnow()
+    incremented = operator is ScoreOperator.INCREMENT
+    changed: list[ScoreRecord] = []
+    for round_ in _rounds(submissions):
+        # A step larger than the whole range may move an existing total but never start one.
+        usual = [_params(board, period, now, s) for s in round_ if not _outside(board, s.score)]
+        rows: list[Any] = list((await session.execute(_upsert(operator, board.order), usual)).all()) if usual else []
+        for large in (s for s in round_ if _outside(board, s.score)):
+            rows += (await session.execute(_move_total(), _params(board, period, now, large))).all()
+        records = [ScoreRecord(*row) for row in rows]
+        applied = {record.user_id for record in records}
+        for submission in round_:
+            if incremented and submission.score != 0 and submission.user_id not in applied:
+                raise OutOfBounds(submission.user_id)
+        changed += records
+    return changed
+
+
+def _params(board: Leaderboard, period: str, now: datetime, submission: Submission) -> dict[str, Any]:
+    return {
         "new_board_id": board.id,
         "new_period": period,
-        "new_user_id": user_id,
-        "new_score": score,
-        "new_reached_id": reached_id,
-        "new_now": utcnow(),
+        "new_user_id": submission.user_id,
+        "new_score": submission.score,
+        "new_reached_id": submission.reached_id,
+        "new_now": now,
         "new_min_score": board.min_score,
         "new_max_score": board.max_score,
     }
-    incremented = operator is ScoreOperator.INCREMENT
-    if incremented and not board.min_score <= score <= board.max_score:
-        row = (await session.execute(_move_total(), params)).first()
-        if row is None:
-            raise OutOfBounds
-        return ScoreRecord(*row)
-    row = (await session.execute(_upsert(operator, board.order), params)).first()
-    if row is None and incremented and score != 0:
-        raise OutOfBounds
-    return ScoreRecord(*row) if row is not None else None
+
+
+def _outside(board: Leaderboard, score: float) -> bool:
+    return board.score_operator is ScoreOperator.INCREMENT and not board.min_score <= score <= board.max_score
+
+
+def _rounds(submissions: Sequence[Submission]) -> list[list[Submission]]:
+    rounds: list[list[Submission]] = []
+    seen: dict[int, int] = {}
+    for submission in submissions:
+        number = seen.get(submission.user_id, 0)
+        seen[submission.user_id] = number + 1
+        if number == len(rounds):
+            rounds.append([])
+        rounds[number].append(submission)
+    return rounds
 
 
 def _returned(table: Any) -> tuple[Any, ...]:

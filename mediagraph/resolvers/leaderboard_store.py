@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from mediagraph.resolvers.leaderboard_scripts import (
 from mediagraph.services import Services
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 REBUILD_CHUNK = 2_000
 REBUILD_LOCK_MS = 30_000
@@ -38,8 +36,6 @@ REBUILD_WAIT_SECONDS = 60.0
 REBUILD_POLL_SECONDS = 0.02
 # A read, a rebuild (or waiting for one), a read; once more if the other rebuild failed.
 REBUILD_ATTEMPTS = 3
-# How long a process keeps retrying scores Redis missed.
-REPAIR_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -158,47 +154,6 @@ async def apply(services: Services, board: Board, records: Sequence[ScoreRecord]
     message = orjson.dumps({"period": board.window.key})
     args = [_expire_ms(board), channel, message, *record_args(board, records)]
     return int(await apply_script.run(services.redis, board.keys.script_keys, args))
-
-
-class Repairs:
-    """Records PostgreSQL holds but Redis missed (it was unreachable), applied again until it answers.
-
-    Applying is idempotent and version-guarded, so a late repair never overwrites a newer
-    record; one task per process drains them, keeping only each user's newest record.
-    """
-
-    def __init__(self) -> None:
-        self.pending: dict[tuple[str, int], tuple[Board, ScoreRecord]] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def add(self, services: Services, board: Board, records: Sequence[ScoreRecord]) -> None:
-        for record in records:
-            key = (board.keys.users, record.user_id)
-            held = self.pending.get(key)
-            if held is None or held[1].version < record.version:
-                self.pending[key] = (board, record)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain(services))
-
-    async def _drain(self, services: Services) -> None:
-        delay = 0.1
-        deadline = asyncio.get_running_loop().time() + REPAIR_SECONDS
-        while self.pending and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(delay)
-            for key, (board, record) in list(self.pending.items()):
-                try:
-                    await apply(services, board, [record], announce=True)
-                except (RedisError, OSError):
-                    delay = min(delay * 2, 5.0)
-                    break
-                if self.pending.get(key) == (board, record):
-                    del self.pending[key]
-        if self.pending:
-            log.error("leaderboards: %d scores could not reach Redis; a rebuild will restore them", len(self.pending))
-            self.pending.clear()
-
-
-repairs = Repairs()
 
 
 async def read_range(

@@ -1,161 +1,31 @@
-"""Leaderboards: definitions, trusted score submission, and ranked reads of a period."""
+"""Leaderboards: trusted score submission and ranked reads of one period of a board."""
 
 from __future__ import annotations
 
-import itertools
-import math
-import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col
 
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.leaderboards import LeaderboardByIdLoader, LeaderboardByNameLoader, remember
 from mediagraph.db.base import utcnow
-from mediagraph.db.leaderboards import (
-    MAX_EXACT_SCORE,
-    Leaderboard,
-    OutOfBounds,
-    Period,
-    ScoreOperator,
-    SortOrder,
-    record_score,
-)
-from mediagraph.errors import BadUserInput, Conflict, NotFound
+from mediagraph.db.leaderboards import Leaderboard, OutOfBounds, ScoreOperator, Submission, record_scores
+from mediagraph.errors import BadUserInput, NotFound
+from mediagraph.ids import to_global_id
 from mediagraph.resolvers import leaderboard_store as store
+from mediagraph.resolvers.leaderboard_definitions import definition_by_name, finite, require_definition
 from mediagraph.resolvers.leaderboard_periods import current_window, parse_window
+from mediagraph.resolvers.leaderboard_repairs import repairs
 from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import page_size
 from mediagraph.services import Services
 from mediagraph.subscriptions.leaderboards import EntryState, TopState, Watch, tickers
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-MAX_PARTITIONS = 32
 MAX_RADIUS = 50
-DEFINITION_FIELDS = ("sort_order", "operator", "period", "partition_bounds", "min_score", "max_score")
-
-
-def clean_name(value: str, *, argument: str = "name") -> str:
-    name = value.strip().lower()
-    if not NAME.fullmatch(name):
-        raise BadUserInput(
-            f"`{argument}` must be 1 to 64 characters: lower-case letters, digits, '_', '-' or '.'.",
-            argument=argument,
-        )
-    return name
-
-
-def _finite(value: float, argument: str) -> float:
-    if not math.isfinite(value) or abs(value) > MAX_EXACT_SCORE:
-        raise BadUserInput(f"`{argument}` must be a finite number within ±(2^53 − 1).", argument=argument)
-    return float(value)
-
-
-async def definition_by_name(context: Context, name: str) -> Leaderboard | None:
-    if not NAME.fullmatch(name.strip().lower()):
-        return None
-    return await context.loader(LeaderboardByNameLoader).load(name.strip().lower())
-
-
-async def definition_by_id(context: Context, board_id: int) -> Leaderboard | None:
-    return await context.loader(LeaderboardByIdLoader).load(board_id)
-
-
-async def require_definition(context: Context, name: str, *, argument: str = "name") -> Leaderboard:
-    definition = await definition_by_name(context, name)
-    if definition is None:
-        raise NotFound(f"No leaderboard named {name[:64]!r}.", argument=argument)
-    return definition
-
-
-async def define_leaderboard(
-    context: Context,
-    *,
-    name: str,
-    sort_order: SortOrder,
-    operator: ScoreOperator,
-    period: Period,
-    partition_bounds: list[float],
-    min_score: float | None,
-    max_score: float | None,
-) -> Leaderboard:
-    context.require_service()
-    low = _finite(min_score if min_score is not None else -MAX_EXACT_SCORE, "minScore")
-    high = _finite(max_score if max_score is not None else MAX_EXACT_SCORE, "maxScore")
-    if low >= high:
-        raise BadUserInput("`minScore` must be below `maxScore`.", argument="minScore")
-    bounds = [_finite(bound, "partitionBounds") for bound in partition_bounds]
-    if len(bounds) >= MAX_PARTITIONS:
-        raise BadUserInput(f"At most {MAX_PARTITIONS - 1} partition bounds.", argument="partitionBounds")
-    if any(b <= a for a, b in itertools.pairwise(bounds)) or any(not low < b <= high for b in bounds):
-        raise BadUserInput(
-            "`partitionBounds` must increase strictly and lie inside (minScore, maxScore].",
-            argument="partitionBounds",
-        )
-    wanted = Leaderboard(
-        id=context.services.ids.next_id(),
-        name=clean_name(name),
-        sort_order=sort_order.value,
-        operator=operator.value,
-        period=period.value,
-        partition_bounds=bounds,
-        min_score=low,
-        max_score=high,
-    )
-    existing = await definition_by_name(context, wanted.name)
-    if existing is None:
-        try:
-            async with context.db.use() as session:
-                session.add(wanted)
-                await session.commit()
-            existing = wanted
-        except IntegrityError:
-            # Defined concurrently under the same name: compare with the winner.
-            context.loader(LeaderboardByNameLoader).clear(wanted.name)
-            existing = await require_definition(context, wanted.name)
-    _refuse_changes(existing, wanted)
-    remember(context.services.endpoints.database_url, existing)
-    return existing
-
-
-def _refuse_changes(existing: Leaderboard, wanted: Leaderboard) -> None:
-    differing = [field for field in DEFINITION_FIELDS if getattr(existing, field) != getattr(wanted, field)]
-    if differing:
-        names = ", ".join(_camel(field) for field in differing)
-        raise Conflict(
-            f"Leaderboard {existing.name!r} already exists with a different {names}. A definition cannot "
-            "change once scores may depend on it; define a new leaderboard under another name.",
-            argument="name",
-            fields=[_camel(field) for field in differing],
-        )
-
-
-def _camel(field: str) -> str:
-    head, *rest = field.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-async def leaderboards(context: Context, *, first: int | None, after: str | None) -> Page[Leaderboard]:
-    limit = page_size(first, context.settings.max_page_size)
-    query = select(Leaderboard).order_by(col(Leaderboard.name)).limit(limit + 1)
-    if after is not None:
-        values = decode_cursor(context.settings.secret_key, "leaderboards", after)
-        if len(values) != 1 or not isinstance(values[0], str):
-            raise BadUserInput("The cursor is invalid; start again without `after`.")
-        query = query.where(col(Leaderboard.name) > values[0])
-    async with context.db.use() as session:
-        rows = list((await session.execute(query)).scalars())
-    return Page(
-        items=[(encode_cursor(context.settings.secret_key, "leaderboards", [row.name]), row) for row in rows[:limit]],
-        has_next_page=len(rows) > limit,
-    )
 
 
 def current_board(services: Services, definition: Leaderboard) -> Board:
@@ -173,57 +43,66 @@ async def leaderboard(context: Context, *, name: str, period: str | None) -> Boa
     return Board.of(context.services, definition, window, now=utcnow())
 
 
-def checked_score(definition: Leaderboard, score: float) -> float:
-    value = _finite(score, "score")
+def checked_score(definition: Leaderboard, score: float, *, argument: str = "score") -> float:
+    value = finite(score, argument)
     if definition.score_operator is not ScoreOperator.INCREMENT and not (
         definition.min_score <= value <= definition.max_score
     ):
         raise BadUserInput(
-            f"`score` must be between {definition.min_score:g} and {definition.max_score:g} on this leaderboard.",
-            argument="score",
+            f"`{argument}` must be between {definition.min_score:g} and {definition.max_score:g} on this leaderboard.",
+            argument=argument,
         )
     return value
 
 
 @dataclass(frozen=True)
-class Submission:
+class Accepted:
+    """Submissions recorded for the current period of a board."""
+
     board: Board
-    user_id: int
-    changed: bool
+    user_ids: list[int]  # each submitting user once, in order
+    changed: int  # how many submissions changed a stored score
 
 
-async def submit_score(context: Context, *, leaderboard: str, user_id: int, score: float) -> Submission:
+async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[tuple[int, float]]) -> Accepted:
+    """Record submissions, all or none: one invalid submission refuses the whole batch."""
     context.require_service()
+    limit = context.settings.max_page_size
+    if not 1 <= len(scores) <= limit:
+        raise BadUserInput(f"Submit 1 to {limit} scores at once.", argument="scores")
     definition = await require_definition(context, leaderboard, argument="leaderboard")
-    value = checked_score(definition, score)
+    single = len(scores) == 1
     services = context.services
+    values = [
+        checked_score(definition, score, argument="score" if single else f"scores[{n}].score")
+        for n, (_, score) in enumerate(scores)
+    ]
+    submissions = [
+        Submission(user_id, value, services.ids.next_id()) for (user_id, _), value in zip(scores, values, strict=True)
+    ]
     board = current_board(services, definition)
     try:
         async with context.db.use() as session:
-            record = await record_score(
-                session,
-                board=definition,
-                period=board.window.key,
-                user_id=user_id,
-                score=value,
-                reached_id=services.ids.next_id(),
-            )
+            records = await record_scores(session, board=definition, period=board.window.key, submissions=submissions)
             await session.commit()
     except IntegrityError:
-        raise NotFound("No such user.", argument="userId") from None
-    except OutOfBounds:
+        raise NotFound(
+            "No such user." if single else "A submission names no existing user.", argument="userId"
+        ) from None
+    except OutOfBounds as error:
         raise BadUserInput(
-            f"The running total must stay between {definition.min_score:g} and {definition.max_score:g}.",
+            f"The running total of user {to_global_id('User', error.user_id)} must stay between "
+            f"{definition.min_score:g} and {definition.max_score:g}.",
             argument="score",
         ) from None
-    if record is not None:
+    if records:
         try:
-            await store.apply(services, board, [record], announce=True)
+            await store.apply(services, board, records, announce=True)
         except (RedisError, OSError):
-            # The score is recorded: answer success (a retry would count an INCREMENT twice)
+            # The scores are recorded: answer success (a retry would count an INCREMENT twice)
             # and let the board catch up once Redis answers again.
-            store.repairs.add(services, board, [record])
-    return Submission(board=board, user_id=user_id, changed=record is not None)
+            repairs.add(services, board, records)
+    return Accepted(board=board, user_ids=list(dict.fromkeys(user_id for user_id, _ in scores)), changed=len(records))
 
 
 def _top_cursor(context: Context, board: Board, entry: RankedEntry) -> str:
@@ -265,9 +144,14 @@ async def top(context: Context, board: Board, *, first: int | None, after: str |
 
 
 async def entry(context: Context, board: Board, *, user_id: int) -> RankedEntry | None:
+    return (await entries(context, board, user_ids=[user_id]))[0]
+
+
+async def entries(context: Context, board: Board, *, user_ids: Sequence[int]) -> list[RankedEntry | None]:
+    """Several users' standings in one round trip."""
     redis = context.services.redis
-    _, found = await store.loaded(context.services, board, lambda: store.read_entries(redis, board, [user_id]))
-    return found[0]
+    _, found = await store.loaded(context.services, board, lambda: store.read_entries(redis, board, user_ids))
+    return found
 
 
 async def around(context: Context, board: Board, *, user_id: int, radius: int) -> list[RankedEntry]:

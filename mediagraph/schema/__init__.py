@@ -21,12 +21,8 @@ from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.hot import HotQueries
-from mediagraph.schema.leaderboards import (
-    LeaderboardDefinition,
-    LeaderboardMutations,
-    LeaderboardQueries,
-    LeaderboardSubscriptions,
-)
+from mediagraph.schema.leaderboard_live import LeaderboardSubscriptions
+from mediagraph.schema.leaderboards import LeaderboardDefinition, LeaderboardMutations, LeaderboardQueries
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.users import User, UserMutations, UserQueries

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,13 +11,13 @@ from mediagraph.db.leaderboards import Leaderboard as LeaderboardRow
 from mediagraph.db.leaderboards import Period, ScoreOperator, SortOrder
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import decode_id, snowflake_time, to_global_id
+from mediagraph.resolvers import leaderboard_definitions as definitions
 from mediagraph.resolvers import leaderboards as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
-from mediagraph.resolvers.leaderboards import Submission
+from mediagraph.resolvers.leaderboards import Accepted
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
-from mediagraph.subscriptions.leaderboards import EntryState, TopState
 
 if TYPE_CHECKING:
     from mediagraph.schema.users import User
@@ -119,7 +118,7 @@ class LeaderboardDefinition(Node):
 
 
 async def _fetch_definition(context: Context, raw_id: int) -> LeaderboardDefinition | None:
-    row = await resolvers.definition_by_id(context, raw_id)
+    row = await definitions.definition_by_id(context, raw_id)
     return LeaderboardDefinition.from_row(row) if row is not None else None
 
 
@@ -178,24 +177,45 @@ class Leaderboard:
 
 @strawberry.type
 class SubmitScorePayload:
-    submission: strawberry.Private[Submission]
+    accepted: strawberry.Private[Accepted]
     changed: bool = strawberry.field(
         description="Whether the stored score changed (false when BEST was not beaten, or SET repeated it)."
     )
 
     @strawberry.field
     def leaderboard(self) -> Leaderboard:
-        return Leaderboard.of(self.submission.board)
+        return Leaderboard.of(self.accepted.board)
 
     @strawberry.field(
         description="The user's standing after the submission; null (with an error) when the board cannot "
         "be read right now: the score is recorded all the same."
     )
     async def entry(self, info: Info[Context, None]) -> LeaderboardEntry | None:
-        found = await resolvers.entry(info.context, self.submission.board, user_id=self.submission.user_id)
+        found = await resolvers.entry(info.context, self.accepted.board, user_id=self.accepted.user_ids[0])
         if found is None:
             raise RuntimeError("a submitted score is missing from its board")
         return LeaderboardEntry.of(found)
+
+
+@strawberry.input
+class ScoreInput:
+    user_id: strawberry.ID
+    score: float
+
+
+@strawberry.type
+class SubmitScoresPayload:
+    accepted: strawberry.Private[Accepted]
+    changed: int = strawberry.field(description="How many submissions changed a stored score.")
+
+    @strawberry.field
+    def leaderboard(self) -> Leaderboard:
+        return Leaderboard.of(self.accepted.board)
+
+    @strawberry.field(description="Each submitting user's standing afterwards, in order of first submission.")
+    async def entries(self, info: Info[Context, None]) -> list[LeaderboardEntry] | None:
+        found = await resolvers.entries(info.context, self.accepted.board, user_ids=self.accepted.user_ids)
+        return [LeaderboardEntry.of(entry) for entry in found if entry is not None]
 
 
 @strawberry.type
@@ -204,42 +224,13 @@ class LeaderboardDefinitionConnection:
     page_info: PageInfo
 
 
-@strawberry.type(description="The top of a leaderboard's current period, pushed whenever it changes.")
-class LeaderboardTop:
-    name: str
-    period: str
-    entries: list[LeaderboardEntry]
-
-    @classmethod
-    def of(cls, state: TopState) -> LeaderboardTop:
-        entries = [LeaderboardEntry.of(entry, state.users.get(entry.user_id)) for entry in state.entries]
-        return cls(name=state.board.definition.name, period=state.board.window.key, entries=entries)
-
-
-@strawberry.type(description="A user's standing on a leaderboard's current period, pushed whenever it changes.")
-class LeaderboardEntryUpdate:
-    name: str
-    period: str
-    user_id: strawberry.ID
-    entry: LeaderboardEntry | None = strawberry.field(description="Null while the user has no score in this period.")
-
-    @classmethod
-    def of(cls, state: EntryState) -> LeaderboardEntryUpdate:
-        return cls(
-            name=state.board.definition.name,
-            period=state.board.window.key,
-            user_id=strawberry.ID(to_global_id("User", state.user_id)),
-            entry=LeaderboardEntry.of(state.entry, state.user) if state.entry is not None else None,
-        )
-
-
 @strawberry.type
 class LeaderboardQueries:
     @strawberry.field(description="Leaderboard definitions, by name.")
     async def leaderboards(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> LeaderboardDefinitionConnection:
-        page = await resolvers.leaderboards(info.context, first=first, after=after)
+        page = await definitions.leaderboards(info.context, first=first, after=after)
         return LeaderboardDefinitionConnection(
             edges=[Edge(cursor=cursor, node=LeaderboardDefinition.from_row(row)) for cursor, row in page.items],
             page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
@@ -271,7 +262,7 @@ class LeaderboardMutations:
         min_score: float | None = None,
         max_score: float | None = None,
     ) -> LeaderboardDefinition:
-        row = await resolvers.define_leaderboard(
+        row = await definitions.define_leaderboard(
             info.context,
             name=name,
             sort_order=sort_order,
@@ -290,24 +281,18 @@ class LeaderboardMutations:
     async def submit_score(
         self, info: Info[Context, None], leaderboard: str, user_id: strawberry.ID, score: float
     ) -> SubmitScorePayload:
-        submission = await resolvers.submit_score(
-            info.context, leaderboard=leaderboard, user_id=decode_id(user_id, "User"), score=score
+        accepted = await resolvers.submit_scores(
+            info.context, leaderboard=leaderboard, scores=[(decode_id(user_id, "User"), score)]
         )
-        return SubmitScorePayload(submission=submission, changed=submission.changed)
+        return SubmitScorePayload(accepted=accepted, changed=accepted.changed > 0)
 
-
-@strawberry.type
-class LeaderboardSubscriptions:
-    @strawberry.subscription(description="The top `first` entries of the current period, whenever they change.")
-    async def leaderboard_top(
-        self, info: Info[Context, None], name: str, first: int | None = 10
-    ) -> AsyncGenerator[LeaderboardTop, None]:
-        async for state in resolvers.watch_top(info.context, name=name, first=first):
-            yield LeaderboardTop.of(state)
-
-    @strawberry.subscription(description="A user's rank and score in the current period, whenever they change.")
-    async def leaderboard_entry(
-        self, info: Info[Context, None], name: str, user_id: strawberry.ID
-    ) -> AsyncGenerator[LeaderboardEntryUpdate, None]:
-        async for state in resolvers.watch_entry(info.context, name=name, user_id=decode_id(user_id, "User")):
-            yield LeaderboardEntryUpdate.of(state)
+    @strawberry.mutation(
+        description="Record up to 100 scores at once, in order (service token only). All or none: one "
+        "invalid submission refuses the batch."
+    )
+    async def submit_scores(
+        self, info: Info[Context, None], leaderboard: str, scores: list[ScoreInput]
+    ) -> SubmitScoresPayload:
+        pairs = [(decode_id(item.user_id, "User"), item.score) for item in scores]
+        accepted = await resolvers.submit_scores(info.context, leaderboard=leaderboard, scores=pairs)
+        return SubmitScoresPayload(accepted=accepted, changed=accepted.changed)
