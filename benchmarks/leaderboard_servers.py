@@ -32,6 +32,9 @@ def _environment(settings: Settings, node_id: int) -> dict[str, str]:
             "MEDIAGRAPH_SECRET_KEY": settings.secret_key,
             "MEDIAGRAPH_DATA_DIR": str(settings.data_dir),
             "MEDIAGRAPH_NODE_ID": str(node_id),
+            # The PostgreSQL server is shared: a few connections per process keep two cores busy.
+            "MEDIAGRAPH_DB_POOL_SIZE": "4",
+            "MEDIAGRAPH_DB_MAX_OVERFLOW": "4",
         }
     )
     return env

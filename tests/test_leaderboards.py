@@ -248,6 +248,7 @@ async def test_entry_ranks_from_one_and_is_null_without_a_score(gql, service, pl
 async def test_bad_arguments_get_bad_user_input(gql, service, players):
     name = await board_with(gql, service, players[:2], [1, 2])
     other = await board_with(gql, service, players[:2], [1, 2])
+    daily = (await define_leaderboard(gql, token=service, period="DAILY"))["name"]
     cursor = (await gql.ok(BOARD, {"name": other, "first": 1}))["leaderboard"]["top"]["pageInfo"]["endCursor"]
     for variables in (
         {"name": name, "first": 0},
@@ -256,6 +257,8 @@ async def test_bad_arguments_get_bad_user_input(gql, service, players):
         {"name": name, "after": cursor},
         {"name": name, "period": "2026-13-01"},
         {"name": name, "period": "yesterday"},
+        {"name": daily, "period": "9999-12-31"},
+        {"name": daily, "period": "2999-01-01"},
     ):
         assert await gql.error_code(BOARD, variables) == "BAD_USER_INPUT", variables
 

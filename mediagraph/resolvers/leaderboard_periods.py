@@ -67,5 +67,5 @@ def parse_window(period: Period, text: str) -> PeriodWindow:
         if period is Period.MONTHLY and (match := MONTH_KEY.fullmatch(value)):
             return window_of_day(period, date(int(match[1]), int(match[2]), 1))
         return window_of_day(period, date.fromisoformat(value))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise invalid from None

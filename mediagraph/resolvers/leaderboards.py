@@ -39,8 +39,10 @@ async def leaderboard(context: Context, *, name: str, period: str | None) -> Boa
         return None
     if period is None:
         return current_board(context.services, definition)
-    window = parse_window(definition.period_kind, period)
-    return Board.of(context.services, definition, window, now=utcnow())
+    window, now = parse_window(definition.period_kind, period), utcnow()
+    if window.starts_at is not None and window.starts_at > now:
+        raise BadUserInput(f"The period {window.key} has not started yet.", argument="period")
+    return Board.of(context.services, definition, window, now=now)
 
 
 def checked_score(definition: Leaderboard, score: float, *, argument: str = "score") -> float:
