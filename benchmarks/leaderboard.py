@@ -31,6 +31,9 @@ from mediagraph.resolvers.leaderboard_store import Board
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 
+# A busy shared machine stalls some requests for seconds; they count, they do not abort the run.
+HTTP_TIMEOUT_SECONDS = 120.0
+
 
 @dataclass(frozen=True)
 class Options:
@@ -54,7 +57,10 @@ async def _main(settings: Settings, urls: list[str], options: Options) -> None:
     endpoints = Endpoints(settings.database_url, tuple(settings.shard_urls), settings.redis_url)
     token = security.issue_token(settings, user_id=1, role=security.SERVICE_ROLE, token_version=0)
     headers = {"authorization": f"Bearer {token}"}
-    async with open_services(settings, endpoints) as services, httpx.AsyncClient(headers=headers) as http:
+    async with (
+        open_services(settings, endpoints) as services,
+        httpx.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT_SECONDS) as http,
+    ):
         users = await _insert_users(services, max(options.subscribers, 1_000))
         rows = [
             await throughput(
@@ -75,7 +81,7 @@ async def _main(settings: Settings, urls: list[str], options: Options) -> None:
         for size in options.sizes:
             for bounds in ([], [125_000.0 * n for n in range(1, 8)]) if size >= 1_000_000 else ([],):
                 board = await _board(services, http, urls[0], f"ranks-{size}-{len(bounds) + 1}", bounds=bounds)
-                async with httpx.AsyncClient(base_url=urls[0]) as reader:
+                async with httpx.AsyncClient(base_url=urls[0], timeout=HTTP_TIMEOUT_SECONDS) as reader:
                     ranks.append(await measure(services.redis, reader, board, size, lookups=options.lookups, seed=size))
         _report_ranks(ranks)
 
