@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ async def load(redis: Redis, board: Board, size: int, *, seed: int) -> None:
 async def measure(
     redis: Redis, http: httpx.AsyncClient, board: Board, size: int, *, lookups: int, seed: int
 ) -> RankFigures:
-    memory_before = int((await redis.info("memory"))["used_memory"])
+    memory_before = await _settled_memory(redis)
     started = time.perf_counter()
     await load(redis, board, size, seed=seed)
     load_seconds = time.perf_counter() - started
@@ -123,3 +124,13 @@ async def _entries(redis: Redis, board: Board, users: list[int]) -> list[store.R
             assert entry is not None
             found.append(entry)
     return found
+
+
+async def _settled_memory(redis: Redis) -> int:
+    """Used memory once Redis has finished freeing what earlier runs unlinked (UNLINK frees lazily)."""
+    for _ in range(600):
+        info = await redis.info("memory")
+        if int(info.get("lazyfree_pending_objects", 0)) == 0:
+            return int(info["used_memory"])
+        await asyncio.sleep(0.1)
+    raise RuntimeError("Redis is still freeing memory after a minute")
