@@ -68,6 +68,8 @@ class Settings(BaseSettings):
     view_push_interval_seconds: float = Field(default=0.25, gt=0)
     # A view- or like-sorted list's pagination session ends after this long unused.
     page_session_ttl_seconds: int = Field(default=1800, ge=1)
+
+    # Comments: the longest content accepted, in characters.
     comment_max_length: int = 2_000
     # Page-number navigation: buttons per block, and the deepest page served (the seed's policy).
     comment_page_block: int = 10
@@ -86,6 +88,22 @@ class Settings(BaseSettings):
     routing_refresh_seconds: float = 10.0
     # After a move switches routing, old copies stay readable this long before deletion.
     shard_move_grace_seconds: float = 15.0
+
+    # A finished leaderboard period stays in Redis this long; afterwards a read rebuilds it
+    # from PostgreSQL and keeps it for `leaderboard_history_cache_seconds`.
+    leaderboard_history_grace_seconds: int = 3600
+    leaderboard_history_cache_seconds: int = 600
+    # Live leaderboards: at most one read per board per process every `tick` seconds, and
+    # at least one every `refresh` seconds (covers pub/sub messages lost in a reconnect).
+    leaderboard_tick_seconds: float = 0.05
+    leaderboard_refresh_seconds: float = 5.0
+
+    # Hot media: a day takes engagement events until this long after it ends; then its
+    # top 10 is final. Days are kept for `hot_history_days` (today included).
+    hot_live_grace_seconds: int = 3600
+    hot_history_days: int = 7
+    # A consumer's unacknowledged events are claimed by another after this long.
+    hot_claim_idle_seconds: int = 30
 
     # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
     run_workers: bool = True

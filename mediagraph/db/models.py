@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mediagraph.db import comments, feeds, media, nicknames, playback, shards, users, views  # noqa: F401
+from mediagraph.db import comments, feeds, leaderboards, media, nicknames, playback, shards, users, views  # noqa: F401
 from mediagraph.db.base import main_registry, shard_registry
 
 main_metadata = main_registry.metadata

@@ -22,6 +22,9 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
+from mediagraph.schema.hot import HotQueries
+from mediagraph.schema.leaderboard_live import LeaderboardSubscriptions
+from mediagraph.schema.leaderboards import LeaderboardDefinition, LeaderboardMutations, LeaderboardQueries
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
@@ -31,17 +34,35 @@ from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
 
-Query = merge_types("Query", (NodeQueries, UserQueries, MediaQueries, FeedQueries, PlaybackQueries))
+Query = merge_types(
+    "Query",
+    (NodeQueries, UserQueries, MediaQueries, FeedQueries, LeaderboardQueries, HotQueries, PlaybackQueries),
+)
 Mutation = merge_types(
     "Mutation",
-    (UserMutations, MediaMutations, ViewsMutations, CommentMutations, FeedMutations, PlaybackMutations),
+    (
+        UserMutations,
+        MediaMutations,
+        ViewsMutations,
+        CommentMutations,
+        FeedMutations,
+        LeaderboardMutations,
+        PlaybackMutations,
+    ),
 )
 Subscription = merge_types(
     "Subscription",
-    (MediaSubscriptions, ViewsSubscriptions, CommentSubscriptions, FeedSubscriptions, PlaybackSubscriptions),
+    (
+        MediaSubscriptions,
+        ViewsSubscriptions,
+        CommentSubscriptions,
+        FeedSubscriptions,
+        LeaderboardSubscriptions,
+        PlaybackSubscriptions,
+    ),
 )
 
-NODE_TYPES: list[Any] = [User, Media, Comment, Post]
+NODE_TYPES: list[Any] = [User, Media, Comment, Post, LeaderboardDefinition]
 
 
 class MediagraphSchema(strawberry.Schema):

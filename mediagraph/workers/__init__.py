@@ -24,6 +24,7 @@ WORKER_MODULES: tuple[str, ...] = (
     "mediagraph.workers.views",
     "mediagraph.workers.nicknames",
     "mediagraph.workers.feeds",
+    "mediagraph.workers.hot",
     "mediagraph.workers.playback",
 )
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import httpx
 
+from mediagraph import security
 from mediagraph.demo import png_image
+from mediagraph.settings import Settings
 from tests.support.graphql import GraphQLClient
 
 REGISTER = """
@@ -139,3 +141,54 @@ async def add_comment(
 ) -> dict[str, Any]:
     data = await gql.ok(ADD_COMMENT, {"mediaId": media_id, "content": content, "parentId": parent_id}, token=token)
     return data["addComment"]  # type: ignore[no-any-return]
+
+
+DEFINE_LEADERBOARD = """
+mutation Define($name: String!, $sortOrder: LeaderboardSortOrder!, $operator: ScoreOperator!,
+                $period: LeaderboardPeriod!, $bounds: [Float!], $min: Float, $max: Float) {
+  defineLeaderboard(name: $name, sortOrder: $sortOrder, operator: $operator, period: $period,
+                    partitionBounds: $bounds, minScore: $min, maxScore: $max) {
+    id name sortOrder operator period partitionBounds minScore maxScore
+  }
+}
+"""
+
+SUBMIT_SCORE = """
+mutation Submit($board: String!, $user: ID!, $score: Float!) {
+  submitScore(leaderboard: $board, userId: $user, score: $score) { changed entry { rank score } }
+}
+"""
+
+
+def service_token(settings: Settings) -> str:
+    """What `mediagraph token --service` prints: a token for trusted callers."""
+    return security.issue_token(settings, user_id=1, role=security.SERVICE_ROLE, token_version=0)
+
+
+async def define_leaderboard(
+    gql: GraphQLClient,
+    *,
+    token: str,
+    name: str | None = None,
+    sort_order: str = "DESC",
+    operator: str = "BEST",
+    period: str = "ALL_TIME",
+    partition_bounds: list[float] | None = None,
+    min_score: float | None = None,
+    max_score: float | None = None,
+) -> dict[str, Any]:
+    variables = {
+        "name": name or unique_name("board").lower(),
+        "sortOrder": sort_order,
+        "operator": operator,
+        "period": period,
+        "bounds": partition_bounds,
+        "min": min_score,
+        "max": max_score,
+    }
+    return (await gql.ok(DEFINE_LEADERBOARD, variables, token=token))["defineLeaderboard"]  # type: ignore[no-any-return]
+
+
+async def submit_score(gql: GraphQLClient, *, token: str, board: str, user_id: str, score: float) -> dict[str, Any]:
+    data = await gql.ok(SUBMIT_SCORE, {"board": board, "user": user_id, "score": score}, token=token)
+    return data["submitScore"]  # type: ignore[no-any-return]

@@ -1,0 +1,251 @@
+"""Leaderboard definitions and the durable score record every Redis board is rebuilt from.
+
+A definition never changes once created (everything in it decides how stored scores
+are combined, ordered or laid out), so processes may cache it for their lifetime.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Double, ForeignKey, Index, String, bindparam, select, update
+from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlmodel import Field, col
+
+from mediagraph.db.base import MainTable, snowflake_key, timestamp, utcnow
+
+# Doubles hold every integer up to 2^53 exactly; scores are kept inside that range.
+MAX_EXACT_SCORE = float(2**53 - 1)
+
+
+class SortOrder(Enum):
+    DESC = "DESC"
+    ASC = "ASC"
+
+
+class ScoreOperator(Enum):
+    SET = "SET"
+    BEST = "BEST"
+    INCREMENT = "INCREMENT"
+
+
+class Period(Enum):
+    ALL_TIME = "ALL_TIME"
+    DAILY = "DAILY"
+    WEEKLY = "WEEKLY"
+    MONTHLY = "MONTHLY"
+
+
+class Leaderboard(MainTable, table=True):
+    __tablename__ = "leaderboards"
+
+    id: int = snowflake_key()  # type: ignore[assignment]
+    name: str = Field(sa_column=Column(String(64), nullable=False, unique=True))
+    sort_order: str = Field(sa_column=Column(String(8), nullable=False))
+    operator: str = Field(sa_column=Column(String(16), nullable=False))
+    period: str = Field(sa_column=Column(String(16), nullable=False))
+    # N ascending boundaries split the score range into N + 1 partitions.
+    partition_bounds: list[float] = Field(default_factory=list, sa_column=Column(ARRAY(Double), nullable=False))
+    min_score: float = Field(sa_column=Column(Double, nullable=False))
+    max_score: float = Field(sa_column=Column(Double, nullable=False))
+    created_at: datetime = timestamp()  # type: ignore[assignment]
+
+    @property
+    def order(self) -> SortOrder:
+        return SortOrder(self.sort_order)
+
+    @property
+    def score_operator(self) -> ScoreOperator:
+        return ScoreOperator(self.operator)
+
+    @property
+    def period_kind(self) -> Period:
+        return Period(self.period)
+
+
+class LeaderboardScore(MainTable, table=True):
+    """One user's standing on one period of one board: the operator's result, not the submissions."""
+
+    __tablename__ = "leaderboard_scores"
+    __table_args__ = (Index("ix_leaderboard_scores_user_id", "user_id"),)
+
+    leaderboard_id: int = Field(
+        sa_column=Column(BigInteger, ForeignKey("leaderboards.id", ondelete="CASCADE"), primary_key=True)
+    )
+    # "all", "2026-11-23", "2026-W48" or "2026-11", as `leaderboard_periods` names them.
+    period: str = Field(sa_column=Column(String(16), primary_key=True))
+    user_id: int = Field(sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True))
+    score: float = Field(sa_column=Column(Double, nullable=False))
+    # A snowflake taken when the score was reached: equal scores rank by it, earliest first.
+    reached_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # Bumped on every change; Redis applies a record only over an older version.
+    version: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_at: datetime = timestamp()  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    user_id: int
+    score: float
+    reached_id: int
+    version: int
+
+
+class OutOfBounds(Exception):
+    """An INCREMENT would take a user's running total outside the board's range."""
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__(user_id)
+        self.user_id = user_id
+
+
+@functools.cache
+def _upsert(operator: ScoreOperator, order: SortOrder) -> Any:
+    """The submission statement of one kind of board, built once: the hot path only binds values
+    (named `new_…`: UPDATE reserves the column names for its own parameters).
+
+    A changed row gets the new reached id and a bumped version; an unchanged one (BEST
+    not beaten, SET repeating the score, INCREMENT by zero or out of range) is left
+    alone and the statement returns nothing.
+    """
+    table = LeaderboardScore.__table__  # type: ignore[attr-defined]
+    statement = insert(table).values(
+        leaderboard_id=bindparam("new_board_id"),
+        period=bindparam("new_period"),
+        user_id=bindparam("new_user_id"),
+        score=bindparam("new_score"),
+        reached_id=bindparam("new_reached_id"),
+        version=1,
+        updated_at=bindparam("new_now"),
+    )
+    submitted, current = statement.excluded.score, table.c.score
+    if operator is ScoreOperator.INCREMENT:
+        score = current + submitted
+        changed = (submitted != 0) & score.between(bindparam("new_min_score"), bindparam("new_max_score"))
+    else:
+        score = submitted
+        if operator is ScoreOperator.SET:
+            changed = submitted != current
+        else:
+            changed = submitted > current if order is SortOrder.DESC else submitted < current
+    values = {"score": score, "reached_id": statement.excluded.reached_id, "version": table.c.version + 1}
+    return statement.on_conflict_do_update(
+        index_elements=["leaderboard_id", "period", "user_id"],
+        set_={**values, "updated_at": statement.excluded.updated_at},
+        where=changed,
+    ).returning(*_returned(table))
+
+
+@functools.cache
+def _move_total() -> Any:
+    """INCREMENT by a step larger than the range: only an existing total may move, never start there."""
+    table = LeaderboardScore.__table__  # type: ignore[attr-defined]
+    total = table.c.score + bindparam("new_score")
+    return (
+        update(table)
+        .where(
+            table.c.leaderboard_id == bindparam("new_board_id"),
+            table.c.period == bindparam("new_period"),
+            table.c.user_id == bindparam("new_user_id"),
+            total.between(bindparam("new_min_score"), bindparam("new_max_score")),
+        )
+        .values(
+            score=total,
+            reached_id=bindparam("new_reached_id"),
+            version=table.c.version + 1,
+            updated_at=bindparam("new_now"),
+        )
+        .returning(*_returned(table))
+    )
+
+
+@dataclass(frozen=True)
+class Submission:
+    user_id: int
+    score: float
+    reached_id: int
+
+
+async def record_scores(
+    session: AsyncSession, *, board: Leaderboard, period: str, submissions: Sequence[Submission]
+) -> list[ScoreRecord]:
+    """Apply submissions in order under the board's operator; the records they changed.
+
+    The row lock each upsert takes serialises concurrent submissions for one user, so BEST
+    and INCREMENT never lose an update. Submissions go in rounds of distinct users (one
+    statement may touch a row once); an INCREMENT leaving the range raises OutOfBounds.
+    """
+    operator, now = board.score_operator, utcnow()
+    incremented = operator is ScoreOperator.INCREMENT
+    changed: list[ScoreRecord] = []
+    for round_ in _rounds(submissions):
+        # A step larger than the whole range may move an existing total but never start one.
+        usual = [_params(board, period, now, s) for s in round_ if not _outside(board, s.score)]
+        rows: list[Any] = list((await session.execute(_upsert(operator, board.order), usual)).all()) if usual else []
+        for large in (s for s in round_ if _outside(board, s.score)):
+            rows += (await session.execute(_move_total(), _params(board, period, now, large))).all()
+        records = [ScoreRecord(*row) for row in rows]
+        applied = {record.user_id for record in records}
+        for submission in round_:
+            if incremented and submission.score != 0 and submission.user_id not in applied:
+                raise OutOfBounds(submission.user_id)
+        changed += records
+    return changed
+
+
+def _params(board: Leaderboard, period: str, now: datetime, submission: Submission) -> dict[str, Any]:
+    return {
+        "new_board_id": board.id,
+        "new_period": period,
+        "new_user_id": submission.user_id,
+        "new_score": submission.score,
+        "new_reached_id": submission.reached_id,
+        "new_now": now,
+        "new_min_score": board.min_score,
+        "new_max_score": board.max_score,
+    }
+
+
+def _outside(board: Leaderboard, score: float) -> bool:
+    return board.score_operator is ScoreOperator.INCREMENT and not board.min_score <= score <= board.max_score
+
+
+def _rounds(submissions: Sequence[Submission]) -> list[list[Submission]]:
+    rounds: list[list[Submission]] = []
+    seen: dict[int, int] = {}
+    for submission in submissions:
+        number = seen.get(submission.user_id, 0)
+        seen[submission.user_id] = number + 1
+        if number == len(rounds):
+            rounds.append([])
+        rounds[number].append(submission)
+    return rounds
+
+
+def _returned(table: Any) -> tuple[Any, ...]:
+    return (table.c.user_id, table.c.score, table.c.reached_id, table.c.version)
+
+
+async def score_records(
+    session: AsyncSession, *, board_id: int, period: str, chunk: int
+) -> AsyncIterator[list[ScoreRecord]]:
+    """Every record of a board's period, streamed in chunks (a board may hold millions)."""
+    statement = (
+        select(
+            col(LeaderboardScore.user_id),
+            col(LeaderboardScore.score),
+            col(LeaderboardScore.reached_id),
+            col(LeaderboardScore.version),
+        )
+        .where(col(LeaderboardScore.leaderboard_id) == board_id, col(LeaderboardScore.period) == period)
+        .execution_options(yield_per=chunk)
+    )
+    result = await session.stream(statement)
+    async for partition in result.partitions(chunk):
+        yield [ScoreRecord(*row) for row in partition]

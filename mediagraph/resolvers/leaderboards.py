@@ -1,0 +1,187 @@
+"""Leaderboards: trusted score submission and ranked reads of one period of a board."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import RedisError
+from sqlalchemy.exc import IntegrityError
+
+from mediagraph.context import Context
+from mediagraph.cursors import decode_cursor, encode_cursor
+from mediagraph.db.base import utcnow
+from mediagraph.db.leaderboards import Leaderboard, OutOfBounds, ScoreOperator, Submission, record_scores
+from mediagraph.errors import BadUserInput, NotFound
+from mediagraph.ids import to_global_id
+from mediagraph.resolvers import leaderboard_store as store
+from mediagraph.resolvers.leaderboard_definitions import definition_by_name, finite, require_definition
+from mediagraph.resolvers.leaderboard_periods import current_window, parse_window
+from mediagraph.resolvers.leaderboard_repairs import repairs
+from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
+from mediagraph.resolvers.pagination import Page
+from mediagraph.schema.relay import page_size
+from mediagraph.services import Services
+from mediagraph.subscriptions.leaderboards import EntryState, TopState, Watch, tickers
+
+MAX_RADIUS = 50
+
+
+def current_board(services: Services, definition: Leaderboard) -> Board:
+    now = utcnow()
+    return Board.of(services, definition, current_window(definition.period_kind, now), now=now)
+
+
+async def leaderboard(context: Context, *, name: str, period: str | None) -> Board | None:
+    definition = await definition_by_name(context, name)
+    if definition is None:
+        return None
+    if period is None:
+        return current_board(context.services, definition)
+    window, now = parse_window(definition.period_kind, period), utcnow()
+    if window.starts_at is not None and window.starts_at > now:
+        raise BadUserInput(f"The period {window.key} has not started yet.", argument="period")
+    return Board.of(context.services, definition, window, now=now)
+
+
+def checked_score(definition: Leaderboard, score: float, *, argument: str = "score") -> float:
+    value = finite(score, argument)
+    if definition.score_operator is not ScoreOperator.INCREMENT and not (
+        definition.min_score <= value <= definition.max_score
+    ):
+        raise BadUserInput(
+            f"`{argument}` must be between {definition.min_score:g} and {definition.max_score:g} on this leaderboard.",
+            argument=argument,
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """Submissions recorded for the current period of a board."""
+
+    board: Board
+    user_ids: list[int]  # each submitting user once, in order
+    changed: int  # how many submissions changed a stored score
+
+
+async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[tuple[int, float]]) -> Accepted:
+    """Record submissions, all or none: one invalid submission refuses the whole batch."""
+    context.require_service()
+    limit = context.settings.max_page_size
+    if not 1 <= len(scores) <= limit:
+        raise BadUserInput(f"Submit 1 to {limit} scores at once.", argument="scores")
+    definition = await require_definition(context, leaderboard, argument="leaderboard")
+    single = len(scores) == 1
+    services = context.services
+    values = [
+        checked_score(definition, score, argument="score" if single else f"scores[{n}].score")
+        for n, (_, score) in enumerate(scores)
+    ]
+    submissions = [
+        Submission(user_id, value, services.ids.next_id()) for (user_id, _), value in zip(scores, values, strict=True)
+    ]
+    board = current_board(services, definition)
+    try:
+        async with context.db.use() as session:
+            records = await record_scores(session, board=definition, period=board.window.key, submissions=submissions)
+            await session.commit()
+    except IntegrityError:
+        raise NotFound(
+            "No such user." if single else "A submission names no existing user.", argument="userId"
+        ) from None
+    except OutOfBounds as error:
+        raise BadUserInput(
+            f"The running total of user {to_global_id('User', error.user_id)} must stay between "
+            f"{definition.min_score:g} and {definition.max_score:g}.",
+            argument="score",
+        ) from None
+    if records:
+        try:
+            await store.apply(services, board, records, announce=True)
+        except (RedisError, OSError):
+            # The scores are recorded: answer success (a retry would count an INCREMENT twice)
+            # and let the board catch up once Redis answers again.
+            repairs.add(services, board, records)
+    return Accepted(board=board, user_ids=list(dict.fromkeys(user_id for user_id, _ in scores)), changed=len(records))
+
+
+def _top_cursor(context: Context, board: Board, entry: RankedEntry) -> str:
+    values: list[Any] = [
+        entry.rank - 1,
+        store.member_of(entry),
+        board.partition(entry.score),
+        board.stored(entry.score),
+    ]
+    return encode_cursor(context.settings.secret_key, _top_kind(board), values)
+
+
+def _top_kind(board: Board) -> str:
+    return f"leaderboard:{board.definition.id}:{board.window.key}"
+
+
+def _after(context: Context, board: Board, after: str) -> tuple[int, tuple[str, int, float]]:
+    values = decode_cursor(context.settings.secret_key, _top_kind(board), after)
+    match values:
+        case [int(position), str(member), int(partition), int() | float() as stored]:
+            return position + 1, (member, partition, float(stored))
+    raise BadUserInput("The cursor is invalid; start again without `after`.")
+
+
+async def top(context: Context, board: Board, *, first: int | None, after: str | None) -> tuple[Page[RankedEntry], int]:
+    """Entries in rank order. A page resumes right after its last entry while that entry keeps its
+    score, and at the same position otherwise (entries moving meanwhile may then repeat or be missed)."""
+    limit = page_size(first, context.settings.max_page_size)
+    start, anchor = _after(context, board, after) if after is not None else (0, None)
+    redis = context.services.redis
+    found = await store.loaded(
+        context.services, board, lambda: store.read_range(redis, board, start=start, count=limit, after=anchor)
+    )
+    page = Page(
+        items=[(_top_cursor(context, board, entry), entry) for entry in found.entries],
+        has_next_page=found.start + len(found.entries) < found.total,
+    )
+    return page, found.total
+
+
+async def entry(context: Context, board: Board, *, user_id: int) -> RankedEntry | None:
+    return (await entries(context, board, user_ids=[user_id]))[0]
+
+
+async def entries(context: Context, board: Board, *, user_ids: Sequence[int]) -> list[RankedEntry | None]:
+    """Several users' standings in one round trip."""
+    redis = context.services.redis
+    _, found = await store.loaded(context.services, board, lambda: store.read_entries(redis, board, user_ids))
+    return found
+
+
+async def around(context: Context, board: Board, *, user_id: int, radius: int) -> list[RankedEntry]:
+    if not 0 <= radius <= MAX_RADIUS:
+        raise BadUserInput(f"`radius` must be between 0 and {MAX_RADIUS}.", argument="radius")
+    redis = context.services.redis
+    found = await store.loaded(
+        context.services, board, lambda: store.read_around(redis, board, user_id=user_id, radius=radius)
+    )
+    return found.entries
+
+
+async def size(context: Context, board: Board) -> int:
+    redis = context.services.redis
+    total, _ = await store.loaded(context.services, board, lambda: store.read_entries(redis, board, []))
+    return total
+
+
+async def watch_top(context: Context, *, name: str, first: int | None) -> AsyncIterator[TopState]:
+    limit = page_size(first, context.settings.max_page_size)
+    definition = await require_definition(context, name)
+    async with tickers.watch(context.services, definition, Watch(first=limit)) as watch:
+        async for state in watch.states():
+            yield state
+
+
+async def watch_entry(context: Context, *, name: str, user_id: int) -> AsyncIterator[EntryState]:
+    definition = await require_definition(context, name)
+    async with tickers.watch(context.services, definition, Watch(user_id=user_id)) as watch:
+        async for state in watch.states():
+            yield state

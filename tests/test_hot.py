@@ -1,0 +1,213 @@
+"""Daily hot media kept from the engagement stream by the `hot` worker, checked against brute force."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import update
+from sqlmodel import col
+
+from mediagraph.db.media import Media
+from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream, publish_engagement
+from mediagraph.ids import decode_id, snowflake_floor
+from mediagraph.keys.hot import day_scores, day_state
+from mediagraph.resolvers.hot import media_day, rebuild_day
+from mediagraph.workers import hot as worker
+from tests.support.factories import create_media, create_user
+
+HOT = "query($date: Date) { hotMedia(date: $date) { date final entries { rank score media { id } } } }"
+HISTORY = "query($days: Int!) { hotMediaHistory(days: $days) { date final entries { rank } } }"
+WEIGHT = {EngagementKind.LIKE: 3, EngagementKind.COMMENT: 2, EngagementKind.VIEW: 1}
+
+
+@pytest.fixture(scope="module")
+async def owner(gql) -> str:
+    token, _ = await create_user(gql)
+    return token
+
+
+@pytest.fixture
+async def today(services):
+    """Today's board, emptied and opened, so each test sees only its own media."""
+    await worker.ensure_group(services)
+    await drain(services)
+    day = datetime.now(UTC).date()
+    await services.redis.delete(day_scores(services.keys, day), day_state(services.keys, day))
+    await worker.open_live_days(services)
+    return day
+
+
+async def drain(services, consumer: str = "test") -> None:
+    """Run the worker's steps until the stream has nothing left for the group."""
+    for _ in range(100):
+        if await worker.consume(services, consumer=consumer, block_ms=None) == 0:
+            return
+    raise AssertionError("the hot worker never caught up")
+
+
+async def media_of(http, owner: str, count: int) -> list[str]:
+    return [(await create_media(http, token=owner))["id"] for _ in range(count)]
+
+
+async def publish(services, kind: EngagementKind, media: str, delta: int = 1) -> None:
+    await publish_engagement(services.redis, services.keys, EngagementEvent(kind, decode_id(media, "Media"), delta))
+
+
+def brute_force_top(events: list[tuple[EngagementKind, str, int]]) -> list[tuple[str, float]]:
+    scores: Counter[str] = Counter()
+    for kind, media, delta in events:
+        scores[media] += WEIGHT[kind] * delta
+    # Ties: the newer media (larger snowflake) first.
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], -decode_id(item[0], "Media")))
+    return [(media, float(score)) for media, score in ranked if score > 0][:10]
+
+
+async def hot_list(gql, day) -> list[tuple[str, float]]:
+    data = (await gql.ok(HOT, {"date": day.isoformat()}))["hotMedia"]
+    assert [entry["rank"] for entry in data["entries"]] == list(range(1, len(data["entries"]) + 1))
+    return [(entry["media"]["id"], entry["score"]) for entry in data["entries"]]
+
+
+async def test_hot_media_follow_engagement_events_like_a_brute_force_count(gql, http, services, owner, today):
+    media = await media_of(http, owner, 14)
+    rng = random.Random(11)
+    events: list[tuple[EngagementKind, str, int]] = []
+    for _ in range(300):
+        kind = rng.choice(list(EngagementKind))
+        target = rng.choice(media)
+        # Likes and comments are also taken back; views only add up.
+        delta = rng.choice([1, 1, 1, -1]) if kind is not EngagementKind.VIEW else rng.randint(1, 3)
+        events.append((kind, target, delta))
+        await publish(services, kind, target, delta)
+        if len(events) % 100 == 0:
+            await drain(services)
+            assert await hot_list(gql, today) == brute_force_top(events)
+    assert len(await hot_list(gql, today)) == 10
+
+
+async def test_a_like_taken_back_leaves_no_trace(gql, http, services, owner, today):
+    liked, viewed = await media_of(http, owner, 2)
+    await publish(services, EngagementKind.LIKE, liked)
+    await publish(services, EngagementKind.VIEW, viewed)
+    await drain(services)
+    assert await hot_list(gql, today) == [(liked, 3.0), (viewed, 1.0)]
+    await publish(services, EngagementKind.LIKE, liked, -1)
+    await drain(services)
+    assert await hot_list(gql, today) == [(viewed, 1.0)]
+
+
+async def test_only_media_created_that_day_count_and_deleted_media_drop_out(gql, http, services, owner, today):
+    (kept,) = await media_of(http, owner, 1)
+    older_day = today - timedelta(days=3)
+    older_media = snowflake_floor(datetime.combine(older_day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=5))
+    never_uploaded = snowflake_floor(datetime.now(UTC)) + 12345
+    for media_id in (older_media, never_uploaded):
+        await publish_engagement(services.redis, services.keys, EngagementEvent(EngagementKind.LIKE, media_id, 1))
+    await publish(services, EngagementKind.COMMENT, kept)
+    await drain(services)
+    assert await hot_list(gql, today) == [(kept, 2.0)]
+    assert await hot_list(gql, older_day) == []
+    assert media_day(never_uploaded) == today
+
+
+async def test_an_event_claimed_from_a_dead_consumer_counts_once(gql, http, services, owner, today):
+    (media,) = await media_of(http, owner, 1)
+    for _ in range(5):
+        await publish(services, EngagementKind.VIEW, media)
+    stream = engagement_stream(services.keys)
+    # A consumer takes the events and dies before applying them.
+    taken = await services.redis.xreadgroup(worker.GROUP, "dead", {stream: ">"}, count=100)
+    messages = taken[0][1]
+    assert len(messages) == 5
+    assert await worker.consume(services, consumer="alive", block_ms=None, claim_idle_ms=0) == 5
+    assert await hot_list(gql, today) == [(media, 5.0)]
+    # The dead consumer was only slow: its late attempt finds the events acknowledged.
+    assert await worker.apply(services, messages) == 0
+    pending = await services.redis.xpending(stream, worker.GROUP)
+    assert pending["pending"] == 0
+    assert await hot_list(gql, today) == [(media, 5.0)]
+
+
+async def test_mediagraph_worker_hot_keeps_scores_as_a_separate_process(
+    gql, http, services, owner, today, live_servers
+):
+    media = await media_of(http, owner, 3)
+    process = live_servers.spawn("worker", "hot")
+    try:
+        for target, likes in zip(media, (1, 3, 2), strict=True):
+            for _ in range(likes):
+                await publish(services, EngagementKind.LIKE, target)
+        expected = [(media[1], 9.0), (media[2], 6.0), (media[0], 3.0)]
+        for _ in range(300):
+            if await hot_list(gql, today) == expected:
+                break
+            await asyncio.sleep(0.1)
+        assert await hot_list(gql, today) == expected
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_a_day_lost_by_redis_is_recomputed_from_the_database(gql, http, services, owner, today):
+    media = await media_of(http, owner, 3)
+    raw = [decode_id(media_id, "Media") for media_id in media]
+    views = dict(zip(raw, (4, 9, 1), strict=True))
+    async with services.databases.main_session() as session:
+        for media_id, count in views.items():
+            await session.execute(update(Media).where(col(Media.id) == media_id).values(view_count=count))
+        await session.commit()
+    try:
+        await services.redis.delete(day_scores(services.keys, today), day_state(services.keys, today))
+        assert await hot_list(gql, today) == [(media[1], 9.0), (media[0], 4.0), (media[2], 1.0)]
+        # Events after the recomputation add to it; the ones before were already counted.
+        await publish(services, EngagementKind.LIKE, media[2])
+        await drain(services)
+        assert await hot_list(gql, today) == [(media[1], 9.0), (media[2], 4.0), (media[0], 4.0)]
+    finally:
+        async with services.databases.main_session() as session:
+            await session.execute(update(Media).where(col(Media.id).in_(raw)).values(view_count=0))
+            await session.commit()
+
+
+async def test_a_finished_day_keeps_its_top_10_and_stops_changing(gql, http, services, owner, today):
+    media = await media_of(http, owner, 12)
+    for n, target in enumerate(media, start=1):
+        await publish(services, EngagementKind.VIEW, target, n)
+    await drain(services)
+    before = await hot_list(gql, today)
+    tomorrow_late = datetime.combine(today + timedelta(days=1), datetime.min.time(), tzinfo=UTC) + timedelta(hours=2)
+    try:
+        assert today in await worker.finalize_due_days(services, now=tomorrow_late)
+        assert await services.redis.zcard(day_scores(services.keys, today)) == 10
+        await publish(services, EngagementKind.LIKE, media[0])
+        await drain(services)
+        data = (await gql.ok(HOT, {"date": today.isoformat()}))["hotMedia"]
+        assert data["final"] is True
+        assert (
+            await hot_list(gql, today) == before == [(m, float(n)) for n, m in reversed(list(enumerate(media, 1)))][:10]
+        )
+        ttl_days = await services.redis.pttl(day_scores(services.keys, today)) / 86_400_000
+        assert 6 < ttl_days <= 7.1
+    finally:
+        await services.redis.delete(day_scores(services.keys, today), day_state(services.keys, today))
+
+
+async def test_history_lists_the_kept_days_today_first(gql, services):
+    days = (await gql.ok(HISTORY, {"days": 7}))["hotMediaHistory"]
+    today = datetime.now(UTC).date()
+    assert [day["date"] for day in days] == [(today - timedelta(days=n)).isoformat() for n in range(7)]
+    assert all(day["final"] for day in days[2:])
+    for days_asked in (0, 8):
+        assert await gql.error_code(HISTORY, {"days": days_asked}) == "BAD_USER_INPUT"
+    for day in (today - timedelta(days=7), today + timedelta(days=1)):
+        assert await gql.error_code(HOT, {"date": day.isoformat()}) == "BAD_USER_INPUT"
+
+
+async def test_rebuilding_a_past_day_keeps_only_its_top_10(services):
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    await rebuild_day(services, day)
+    assert await services.redis.get(day_state(services.keys, day)) == b"final"
