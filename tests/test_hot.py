@@ -8,19 +8,20 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import update
-from sqlmodel import col
 
-from mediagraph.db.media import Media
 from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream, publish_engagement
 from mediagraph.ids import decode_id, snowflake_floor
 from mediagraph.keys.hot import day_scores, day_state
-from mediagraph.resolvers.hot import media_day, rebuild_day
+from mediagraph.resolvers.hot import media_day, rebuild_day, scores_from_database
 from mediagraph.workers import hot as worker
-from tests.support.factories import create_media, create_user
+from mediagraph.workers import views as views_worker
+from tests.support.factories import add_comment, create_media, create_user, record_views
 
 HOT = "query($date: Date) { hotMedia(date: $date) { date final entries { rank score media { id } } } }"
 HISTORY = "query($days: Int!) { hotMediaHistory(days: $days) { date final entries { rank } } }"
+LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { likeCount } }"
+UNLIKE = "mutation($id: ID!) { unlikeMedia(mediaId: $id) { likeCount } }"
+DELETE_COMMENT = "mutation($id: ID!) { deleteComment(id: $id) { removed } }"
 WEIGHT = {EngagementKind.LIKE: 3, EngagementKind.COMMENT: 2, EngagementKind.VIEW: 1}
 
 
@@ -32,12 +33,14 @@ async def owner(gql) -> str:
 
 @pytest.fixture
 async def today(services):
-    """Today's board, emptied and opened, so each test sees only its own media."""
+    """Today's board, open and empty, so each test sees only its own media."""
     await worker.ensure_group(services)
     await drain(services)
     day = datetime.now(UTC).date()
     await services.redis.delete(day_scores(services.keys, day), day_state(services.keys, day))
     await worker.open_live_days(services)
+    # Opening recomputed what earlier tests left in the database; count only this test's events.
+    await services.redis.delete(day_scores(services.keys, day))
     return day
 
 
@@ -152,25 +155,49 @@ async def test_mediagraph_worker_hot_keeps_scores_as_a_separate_process(
         process.wait(timeout=10)
 
 
-async def test_a_day_lost_by_redis_is_recomputed_from_the_database(gql, http, services, owner, today):
+async def _live_scores(services, day) -> dict[int, int]:
+    members = await services.redis.zrange(day_scores(services.keys, day), 0, -1, withscores=True)
+    return {int(member): int(score) for member, score in members if score > 0}
+
+
+async def test_hot_scores_match_a_recomputation_from_the_database(gql, http, services, owner, today):
+    # Start from the database's view of today, then engage through the public API only.
+    await rebuild_day(services, today)
     media = await media_of(http, owner, 3)
-    raw = [decode_id(media_id, "Media") for media_id in media]
-    views = dict(zip(raw, (4, 9, 1), strict=True))
-    async with services.databases.main_session() as session:
-        for media_id, count in views.items():
-            await session.execute(update(Media).where(col(Media.id) == media_id).values(view_count=count))
-        await session.commit()
-    try:
-        await services.redis.delete(day_scores(services.keys, today), day_state(services.keys, today))
-        assert await hot_list(gql, today) == [(media[1], 9.0), (media[0], 4.0), (media[2], 1.0)]
-        # Events after the recomputation add to it; the ones before were already counted.
-        await publish(services, EngagementKind.LIKE, media[2])
-        await drain(services)
-        assert await hot_list(gql, today) == [(media[1], 9.0), (media[2], 4.0), (media[0], 4.0)]
-    finally:
-        async with services.databases.main_session() as session:
-            await session.execute(update(Media).where(col(Media.id).in_(raw)).values(view_count=0))
-            await session.commit()
+    fans = [token for token, _ in [await create_user(gql) for _ in range(3)]]
+    plan = {media[0]: (3, 1, 2), media[1]: (1, 4, 0), media[2]: (0, 2, 7)}  # likes, comments, views
+    for target, (likes, comments, views) in plan.items():
+        for fan in fans[:likes]:
+            await gql.ok(LIKE, {"id": target}, token=fan)
+        for n in range(comments):
+            await add_comment(gql, token=fans[n % len(fans)], media_id=target, content=f"comment {n}")
+        await record_views(http, media_id=target, count=views)
+    # Taken back: a like and a comment.
+    await gql.ok(UNLIKE, {"id": media[0]}, token=fans[0])
+    removed = await add_comment(gql, token=owner, media_id=media[1], content="soon gone")
+    await gql.ok(DELETE_COMMENT, {"id": removed["id"]}, token=owner)
+    await views_worker.flush(services)
+    await drain(services)
+
+    expected = {
+        decode_id(target, "Media"): 3 * (likes - (target == media[0])) + 2 * comments + views
+        for target, (likes, comments, views) in plan.items()
+    }
+    live = await _live_scores(services, today)
+    assert {media_id: live.get(media_id) for media_id in expected} == expected
+    assert live == {
+        media_id: score for media_id, score in (await scores_from_database(services, today)).items() if score > 0
+    }
+
+    # Redis loses the day: the recomputation gives the same board, and later events add to it.
+    await services.redis.delete(day_scores(services.keys, today), day_state(services.keys, today))
+    await hot_list(gql, today)
+    assert await _live_scores(services, today) == live
+    await gql.ok(LIKE, {"id": media[2]}, token=fans[0])
+    await drain(services)
+    assert (await _live_scores(services, today))[decode_id(media[2], "Media")] == expected[
+        decode_id(media[2], "Media")
+    ] + 3
 
 
 async def test_a_finished_day_keeps_its_top_10_and_stops_changing(gql, http, services, owner, today):

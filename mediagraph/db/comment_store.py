@@ -232,3 +232,15 @@ async def comments_by_writer(session: AsyncSession, *, writer_id: int, before_id
         .limit(limit)
     )
     return list(rows)
+
+
+async def counts_of_media_between(session: AsyncSession, *, first_id: int, end_id: int) -> list[tuple[int, int, int]]:
+    """(media id, logical shard, live comments) for media with ids in [first_id, end_id)."""
+    rows = await session.execute(
+        select(col(CommentCount.media_id), col(CommentCount.logical_shard), col(CommentCount.comment_count)).where(
+            col(CommentCount.media_id) >= first_id,
+            col(CommentCount.media_id) < end_id,
+            col(CommentCount.comment_count) > 0,
+        )
+    )
+    return [(media_id, logical, count) for media_id, logical, count in rows.all()]

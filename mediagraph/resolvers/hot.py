@@ -13,9 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from sqlalchemy import select
-from sqlmodel import col
-
 from mediagraph.context import Context
 from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
@@ -25,6 +22,7 @@ from mediagraph.events import EngagementKind
 from mediagraph.ids import snowflake_floor, snowflake_time
 from mediagraph.keys.hot import day_rebuild_lock, day_scores, day_state
 from mediagraph.lua import Lua
+from mediagraph.resolvers import comments, views
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 
@@ -59,17 +57,11 @@ return 1
 HotSource = Callable[[Services, int, int], Awaitable[dict[int, int]]]
 
 
-async def view_counts(services: Services, first_id: int, end_id: int) -> dict[int, int]:
-    """Counted views, as the views domain syncs them into `media.view_count`."""
-    query = select(col(Media.id), col(Media.view_count)).where(
-        col(Media.id) >= first_id, col(Media.id) < end_id, col(Media.view_count) > 0
-    )
-    async with services.databases.main_session() as session:
-        return {row[0]: row[1] for row in (await session.execute(query)).all()}
-
-
-# LIKE and COMMENT join here with their domains (like rows and per-shard comment counts).
-SOURCES: dict[EngagementKind, HotSource] = {EngagementKind.VIEW: view_counts}
+SOURCES: dict[EngagementKind, HotSource] = {
+    EngagementKind.VIEW: views.flushed_view_counts_between,
+    EngagementKind.LIKE: views.like_counts_between,
+    EngagementKind.COMMENT: comments.comment_counts_between,
+}
 
 
 def _midnight(day: date) -> datetime:
