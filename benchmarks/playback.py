@@ -25,16 +25,17 @@ from typing import cast
 import httpx
 from sqlmodel import col, select
 
-from benchmarks.harness import WORK_DIR, Latency, bench_settings, console, report
+from benchmarks.harness import WORK_DIR, Latency, bench_settings, bulk_media, console, report
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.media import Media
-from mediagraph.demo import load_demo
 from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import Entity, dirty_index_key, dirty_key, to_ms
 from mediagraph.keys.playback_scripts import Heartbeat, PlaybackScripts
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers.playback import roll_up_once
+
+CHANNELS = 4
 
 REPORT = """
 mutation($session: UUID!, $media: ID!) {
@@ -94,7 +95,9 @@ def _endpoints(settings: Settings) -> Endpoints:
 async def _prepare(settings: Settings, *, media: int) -> None:
     services = await Services.open(settings, _endpoints(settings))
     try:
-        await load_demo(services, users=4, media=media)
+        # Four channels (uploaders) sharing the streams.
+        for channel in range(CHANNELS):
+            await bulk_media(services, media // CHANNELS + (channel < media % CHANNELS))
     finally:
         await services.close()
 

@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,13 @@ class EmbeddedServers:
         data_dir = self.settings.data_dir.resolve()
         database_url = self.settings.database_url
         redis_url = self.settings.redis_url
-        if not database_url:
-            database_url = self._start_postgres(data_dir / "postgres")
-        if not redis_url:
-            redis_url = self._start_redis(data_dir / "redis")
+        with warnings.catch_warnings():
+            # Harmless on machines without a login session; it would greet every newcomer.
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+            if not database_url:
+                database_url = self._start_postgres(data_dir / "postgres")
+            if not redis_url:
+                redis_url = self._start_redis(data_dir / "redis")
         return configured_endpoints(self.settings, database_url=database_url, redis_url=redis_url)
 
     def _start_postgres(self, folder: Path) -> str:

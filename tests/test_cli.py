@@ -4,8 +4,6 @@ import jwt
 
 from mediagraph.security import SERVICE_ROLE
 
-MEDIA_OF = "query($u: String!) { user(username: $u) { media(first: 100) { edges { node { contentType } } } } }"
-
 
 def test_schema_prints_the_sdl(live_servers):
     result = live_servers.run("schema")
@@ -32,14 +30,36 @@ def test_token_needs_exactly_one_subject(live_servers):
     assert live_servers.run("token").returncode != 0
 
 
-async def test_demo_loads_users_and_playable_media(live_servers, gql, http):
-    result = live_servers.run("demo", "--users", "2", "--media", "4")
+DEMO_USER = """
+query($u: String!) {
+  user(username: $u) {
+    followingCount
+    posts(first: 5) { edges { node { text } } }
+    media(first: 10) { edges { node { contentType likeCount commentCount viewCount playbackStats { total } } } }
+  }
+}
+"""
+DEMO_BOARD = '{ leaderboard(name: "demo-points") { size top(first: 3) { edges { node { rank } } } } }'
+
+
+async def test_demo_loads_every_kind_of_data_through_the_api_once(live_servers, gql):
+    result = live_servers.run("demo", "--users", "3", "--media", "4")
     assert result.returncode == 0, result.stderr
-    data = await gql.ok(MEDIA_OF, {"u": "demo_0"})
-    media = data["user"]["media"]["edges"]
-    data_1 = await gql.ok(MEDIA_OF, {"u": "demo_1"})
-    assert len(media) + len(data_1["user"]["media"]["edges"]) >= 4
-    assert {edge["node"]["contentType"] for edge in media} <= {"image/png"}
+    users = [(await gql.ok(DEMO_USER, {"u": f"demo_{n}"}))["user"] for n in range(3)]
+    media = [edge["node"] for user in users for edge in user["media"]["edges"]]
+    assert len(media) == 4
+    assert {item["contentType"] for item in media} == {"image/png"}
+    assert all(item["likeCount"] >= 1 and item["commentCount"] >= 1 for item in media)
+    assert all(item["viewCount"] >= 1 and item["playbackStats"]["total"] == 1 for item in media)
+    assert all(len(user["posts"]["edges"]) == 2 for user in users)
+    assert sum(user["followingCount"] for user in users) >= 1
+    assert (await gql.ok(DEMO_BOARD))["leaderboard"]["size"] == 3
+
+    again = live_servers.run("demo", "--users", "3", "--media", "4")
+    assert again.returncode == 0, again.stderr
+    assert "already loaded" in again.stderr
+    users_after = [(await gql.ok(DEMO_USER, {"u": f"demo_{n}"}))["user"] for n in range(3)]
+    assert sum(len(user["media"]["edges"]) for user in users_after) == 4
 
 
 def test_unknown_worker_is_refused(live_servers):

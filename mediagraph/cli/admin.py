@@ -30,11 +30,11 @@ def schema() -> None:
     print(build_schema().as_str())  # noqa: T201 - the SDL is this command's output
 
 
-async def load_demo(settings: Settings, endpoints: Endpoints, *, users: int, media: int) -> None:
+def load_demo(settings: Settings, *, users: int, media: int) -> None:
     from mediagraph.demo import load_demo as load
 
-    async with open_services(settings, endpoints) as services:
-        await load(services, users=users, media=media)
+    if not asyncio.run(load(settings, users=users, media=media)):
+        console.print("demo data is already loaded (user demo_0 exists); nothing added")
 
 
 def demo(
@@ -43,8 +43,8 @@ def demo(
 ) -> None:
     """Load sample users (password `demo-password`) and media."""
     configure_logging("WARNING")
-    with provisioned() as (settings, endpoints):
-        asyncio.run(load_demo(settings, endpoints, users=users, media=media))
+    with provisioned() as (settings, _):
+        load_demo(settings, users=users, media=media)
 
 
 def token(

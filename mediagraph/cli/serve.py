@@ -27,11 +27,11 @@ def serve(
 
     configure_logging()
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    with provisioned() as (settings, endpoints):
+    with provisioned() as (settings, _):
         if demo:
             from mediagraph.cli.admin import load_demo
 
-            asyncio.run(load_demo(settings, endpoints, users=8, media=120))
+            load_demo(settings, users=8, media=120)
         settings = settings.model_copy(update={"run_workers": workers})
         console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql")
         uvicorn.run(
