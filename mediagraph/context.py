@@ -87,6 +87,9 @@ class Context:
 
     async def close(self) -> None:
         await self.db.close()
+        # Loaders cache per operation (a websocket's context outlives many); dropping them
+        # also breaks the loader -> context cycle, so a request's objects are freed at once.
+        self._loaders.clear()
 
     @property
     def raw_token(self) -> str | None:
@@ -118,10 +121,10 @@ class Context:
 
     async def require_viewer(self) -> User:
         """The logged-in user, checked against revocation (token version) and deletion."""
-        from mediagraph.dataloaders.users import UserByIdLoader
+        from mediagraph.dataloaders.users import FreshUserByIdLoader
 
         viewer_id = self.require_viewer_id()
-        user = await self.loader(UserByIdLoader).load(viewer_id)
+        user = await self.loader(FreshUserByIdLoader).load(viewer_id)
         claims = self.claims
         if user is None or claims is None or user.token_version != claims.token_version:
             raise Unauthenticated("The access token is no longer valid.")

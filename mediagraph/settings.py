@@ -37,6 +37,13 @@ class Settings(BaseSettings):
     max_query_aliases: int = 30
     max_page_size: int = 100
     document_cache_size: int = 1_000
+    # Queries run from compiled execution plans (serving/plans.py); off runs every one on graphql-core.
+    execution_plans: bool = True
+    # Rows read by id are served again from process memory for this long (db/hot.py); 0 turns it off.
+    hot_read_seconds: float = 1.0
+    hot_read_entries: int = 10_000
+    # Automatic persisted queries kept in Redis for every process; least recently used out first.
+    persisted_queries_max: int = 10_000
 
     login_attempts_per_username: int = 10
     login_attempts_per_address: int = 30
@@ -122,6 +129,10 @@ class Settings(BaseSettings):
 
     db_pool_size: int = 10
     db_max_overflow: int = 10
+    # Connections per process for hot reads (db/reads.py). Lookups are merged across requests,
+    # so a few carry the load; more only adds PostgreSQL backends competing for the CPUs,
+    # which showed as a long latency tail when PostgreSQL shares the machine.
+    read_pool_size: int = 3
 
     @field_validator("shard_urls", mode="before")
     @classmethod

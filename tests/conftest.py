@@ -83,6 +83,12 @@ def settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> 
         max_upload_bytes=2 * 1024 * 1024,
         login_attempts_per_username=5,
         login_attempts_per_address=1_000_000,
+        # Every read reaches the database, so query counts are exact; tests/test_hot_rows.py
+        # covers rows served from memory with servers of their own.
+        hot_read_seconds=0,
+        # The in-process app lives for the whole run beside live servers: keep its idle
+        # connections few (PostgreSQL's default limit is 100 clients).
+        db_pool_size=4,
     )
 
 
@@ -141,14 +147,18 @@ def count_queries(services: Services) -> Iterator[list[str]]:
     engines = [services.databases.main, *services.databases.shards]
     for engine in engines:
         event.listen(engine.sync_engine, "before_cursor_execute", record)
+    # Hot reads bypass the engines (db/reads.py): count them too.
+    services.databases.main_reads.observers.append(statements.append)
     yield statements
+    services.databases.main_reads.observers.remove(statements.append)
     for engine in engines:
         event.remove(engine.sync_engine, "before_cursor_execute", record)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_servers(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServers]:
-    """Starts real `mediagraph serve` processes on demand; all are stopped at the end."""
+    """Starts real `mediagraph serve` processes on demand; all are stopped when the module
+    ends, so a whole run never holds more database connections than the server allows."""
     servers = LiveServers(settings, Path(tmp_path_factory.mktemp("live")))
     try:
         yield servers

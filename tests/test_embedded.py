@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.servers import free_port
+from tests.support.servers import free_port, wait_ready
 
 REGISTER = 'mutation { register(username: "embedded_user", password: "long enough") { user { username } } }'
 
@@ -35,20 +35,6 @@ def _serve(data_dir: str, port: int) -> subprocess.Popen[bytes]:
     return process
 
 
-def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> dict:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"serve exited early:\n{process.log.read_text()[-3000:]}"  # type: ignore[attr-defined]
-        try:
-            response = httpx.get(f"{base}/readyz", timeout=2)
-            if response.status_code == 200:
-                return response.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("embedded server never became ready")
-
-
 def _stop(process: subprocess.Popen[bytes], signum: int = signal.SIGINT) -> None:
     process.send_signal(signum)  # Ctrl-C by default, as a person would stop it
     assert process.wait(timeout=30) == 0
@@ -61,7 +47,7 @@ def test_serve_with_nothing_configured_starts_embedded_servers_and_reuses_data(t
 
     first = _serve(data_dir, port)
     try:
-        ready = _wait_ready(base, first)
+        ready = wait_ready(base, first)
         assert ready["checks"] == {"postgres": True, "redis": True, "shards": [True, True]}
         page = httpx.get(f"{base}/graphql", headers={"accept": "text/html"})
         assert "graphiql" in page.text.lower()
@@ -76,7 +62,7 @@ def test_serve_with_nothing_configured_starts_embedded_servers_and_reuses_data(t
 
     second = _serve(data_dir, port)
     try:
-        _wait_ready(base, second)
+        wait_ready(base, second)
         again = httpx.post(f"{base}/graphql", json={"query": REGISTER}).json()
         assert again["errors"][0]["extensions"]["code"] == "CONFLICT"
     finally:
@@ -95,13 +81,13 @@ def test_clean_stop_after_a_killed_server_still_stops_the_embedded_postgres(tmp_
     base = f"http://127.0.0.1:{port}"
 
     killed = _serve(data_dir, port)
-    _wait_ready(base, killed)
+    wait_ready(base, killed)
     killed.kill()  # no cleanup at all, as after a crash or `kill -9`
     killed.wait(timeout=30)
     assert _postgres_running(data_dir)
 
     restarted = _serve(data_dir, port)
-    _wait_ready(base, restarted)
+    wait_ready(base, restarted)
     _stop(restarted)
     deadline = time.monotonic() + 30
     while _postgres_running(data_dir) and time.monotonic() < deadline:
@@ -124,3 +110,25 @@ def test_serve_on_a_port_in_use_exits_with_an_error_and_stops_what_it_started(tm
     assert exit_code != 0
     assert "address already in use" in process.log.read_text()  # type: ignore[attr-defined]
     assert not _postgres_running(data_dir)
+
+
+def test_several_processes_share_the_embedded_servers_the_parent_started(tmp_path):
+    data_dir = str(tmp_path / "data")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mediagraph", "serve", "--port", str(port), "--processes", "2", "--no-workers"],
+        env=_environment(data_dir),
+        stdout=(tmp_path / "serve.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        ready = wait_ready(base, process)
+        assert ready["checks"] == {"postgres": True, "redis": True, "shards": [True, True]}
+        for _ in range(4):
+            # New connections, so both processes answer some: each reaches the same servers.
+            assert httpx.post(f"{base}/graphql", json={"query": "{ me { id } }"}).json() == {"data": {"me": None}}
+    finally:
+        _stop(process)
+    # The parent stopped the embedded PostgreSQL: a new one can start on the same data.
+    assert not (tmp_path / "data" / "postgres" / "postmaster.pid").exists()

@@ -114,3 +114,42 @@ def leaderboard(
             rounds=rounds,
         )
     )
+
+
+@bench.command("http")
+def http(
+    media: Annotated[int, typer.Option(min=100, help="Rows in the media table.")] = 100_000,
+    users: Annotated[int, typer.Option(min=1, help="Uploaders the media is spread over.")] = 1_000,
+    seconds: Annotated[float, typer.Option(min=1, help="Length of each measured run.")] = 15,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds; each runs every workload on both servers.")] = 3,
+    connections: Annotated[int, typer.Option(min=1, help="Concurrent keep-alive connections.")] = 64,
+    processes: Annotated[
+        int | None,
+        typer.Option(min=1, help="mediagraph server processes (default: the README's recommendation)."),
+    ] = None,
+    page_depth: Annotated[
+        int, typer.Option(min=1, help="Page requests spread over the first N pages of each listing.")
+    ] = 50,
+    postgraphile: Annotated[
+        bool, typer.Option("--postgraphile/--no-postgraphile", help="Install and measure PostGraphile 4 too.")
+    ] = True,
+) -> None:
+    """mediagraph against PostGraphile under wrk: media by id, a 20-item page, 20 media with uploaders."""
+    from benchmarks import http as benchmark
+    from mediagraph.serving.processes import recommended_processes
+    from mediagraph.settings import get_settings
+
+    if processes is None:
+        processes = recommended_processes(get_settings().database_url or "postgresql://localhost/")
+    benchmark.run(
+        benchmark.Options(
+            media=media,
+            users=users,
+            seconds=seconds,
+            rounds=rounds,
+            connections=connections,
+            processes=processes,
+            page_depth=page_depth,
+            postgraphile=postgraphile,
+        )
+    )

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from enum import StrEnum
 from typing import Annotated
 
 import typer
-import uvicorn
 from rich.console import Console
 
 from mediagraph.cli.runtime import configure_logging, open_services, provisioned
@@ -14,16 +14,31 @@ from mediagraph.workers import registered_workers, run_workers
 console = Console(stderr=True)
 
 
+class Loop(StrEnum):
+    uvloop = "uvloop"
+    asyncio = "asyncio"
+
+
+class HTTPParser(StrEnum):
+    httptools = "httptools"
+    h11 = "h11"
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
     demo: Annotated[bool, typer.Option(help="Load sample users and media before serving.")] = False,
     workers: Annotated[
-        bool, typer.Option("--workers/--no-workers", help="Run the background workers in this process.")
+        bool, typer.Option("--workers/--no-workers", help="Run the background workers (in the first process).")
     ] = True,
+    processes: Annotated[
+        int, typer.Option(min=1, help="Server processes sharing the port (SO_REUSEPORT); one per core in production.")
+    ] = 1,
+    loop: Annotated[Loop, typer.Option(help="Event loop.")] = Loop.uvloop,
+    http: Annotated[HTTPParser, typer.Option(help="HTTP parser.")] = HTTPParser.httptools,
 ) -> None:
     """Serve GraphQL (and GraphiQL) with PostgreSQL and Redis, embedded when none is configured."""
-    from mediagraph.app import create_app
+    from mediagraph.serving.processes import ServerOptions, run_server, serve_processes
 
     configure_logging()
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -33,17 +48,12 @@ def serve(
 
             load_demo(settings, users=8, media=120)
         settings = settings.model_copy(update={"run_workers": workers})
-        console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql")
-        uvicorn.run(
-            create_app(settings),
-            host=host,
-            port=port,
-            loop="uvloop",
-            http="httptools",
-            log_level="info",
-            access_log=False,
-            timeout_graceful_shutdown=5,
-        )
+        options = ServerOptions(host=host, port=port, loop=loop.value, http=http.value)
+        console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql ({processes} process(es))")
+        if processes == 1:
+            run_server(settings, options)
+        elif status := serve_processes(settings, options, processes):
+            raise typer.Exit(status)
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Awaitable, Hashable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from strawberry.dataloader import DataLoader
+
+from mediagraph.db.rows import ModelT, RowBuilder
 
 if TYPE_CHECKING:
     from mediagraph.context import Context
@@ -16,12 +18,57 @@ V = TypeVar("V")
 
 class Loader(DataLoader[K, V], Generic[K, V]):
     def __init__(self, context: Context) -> None:
-        super().__init__(load_fn=self._load)
+        super().__init__(load_fn=self.load_batch)
+        # A bound method kept on the instance would be a reference cycle, leaving each
+        # loader, and the whole request it reaches, to the cyclic garbage collector.
+        # The class-level `load_fn` binds on each use instead.
+        del self.load_fn
         self.context = context
 
-    async def _load(self, keys: list[K]) -> Sequence[V | BaseException]:
-        return await self.load_batch(keys)
+    def load_fn(self, keys: list[K]) -> Awaitable[Sequence[V | BaseException]]:
+        return self.load_batch(keys)
+
+    def load(self, key: K) -> Awaitable[V]:
+        if self.cache and self.cache_map.get(key) is None:
+            known = self.known(key)
+            if known is not None:
+                # Settled before the caller awaits it: a resolver that finds all it needs
+                # here completes without waiting for a batch.
+                self.prime(key, known)
+        return super().load(key)
+
+    def known(self, key: K) -> V | None:
+        """A value available without reading (a hot row); None to load it in the batch."""
+        return None
 
     async def load_batch(self, keys: list[K]) -> Sequence[V | BaseException]:
         """Values in key order; an exception in place of a value fails only that key's load."""
         raise NotImplementedError
+
+
+class HotRowsByIdLoader(Loader[int, "ModelT | None"], Generic[ModelT]):
+    """Rows by id that may come from the process's hot rows (`db/hot.py`): staleness is bounded.
+
+    For what requests display; checks that must see the latest row (authentication)
+    use a loader that always reads.
+    """
+
+    table: str
+    statement: str
+    rows: RowBuilder[ModelT]
+
+    def known(self, key: int) -> ModelT | None:
+        row = self.context.services.databases.main_reads.hot.get(self.table, key)
+        return self.rows(row) if row is not None else None
+
+    def clear(self, key: int) -> None:
+        # Whoever clears a loader after writing the row must not be served the old one after.
+        self.context.services.databases.main_reads.hot.forget(self.table, key)
+        if self.cache_map.get(key) is not None:  # Strawberry's clear fails on a key never loaded
+            super().clear(key)
+
+    async def load_batch(self, keys: list[int]) -> Sequence[ModelT | None]:
+        reads = self.context.services.databases.main_reads
+        found = await reads.fetch_keyed(self.statement, "id", keys)
+        reads.hot.put_all(self.table, found)
+        return [self.rows(found[key]) if key in found else None for key in keys]

@@ -12,7 +12,7 @@ from sqlmodel import col
 
 from mediagraph.dataloaders.base import Loader
 from mediagraph.dataloaders.media import ViewerMarksLoader
-from mediagraph.db.views import MediaLike, MediaLikeCount
+from mediagraph.db.views import MediaLikeCount
 from mediagraph.keys.views import Unflushed, ViewBuffer
 from mediagraph.services import Services
 
@@ -80,4 +80,4 @@ class LikeCountByMediaIdLoader(Loader[int, int]):
 class LikedByViewerLoader(ViewerMarksLoader):
     """Whether the viewer likes each media id."""
 
-    columns = (col(MediaLike.user_id), col(MediaLike.media_id))
+    table = "media_likes"

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.reads import ReadPool
 from mediagraph.db.router import ShardRouter
 from mediagraph.settings import Settings
 
@@ -32,6 +33,8 @@ class Databases:
         self.main_sessions = async_sessionmaker(self.main, expire_on_commit=False)
         self.shard_sessions = [async_sessionmaker(engine, expire_on_commit=False) for engine in self.shards]
         self.router = ShardRouter(settings.logical_shards, len(self.shards))
+        # Hot single-statement reads (loaders, listings) skip the ORM session: see db/reads.py.
+        self.main_reads = ReadPool(endpoints.database_url, settings)
 
     def main_session(self) -> AsyncSession:
         return self.main_sessions()
@@ -45,8 +48,10 @@ class Databases:
     async def reload_router(self) -> None:
         async with self.main_session() as session:
             await self.router.reload(session)
+        await self.main_reads.start()
 
     async def dispose(self) -> None:
+        await self.main_reads.close()
         await self.main.dispose()
         for engine in self.shards:
             await engine.dispose()

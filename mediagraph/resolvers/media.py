@@ -16,15 +16,18 @@ from starlette.datastructures import UploadFile
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.media import MediaByIdLoader
+from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Bookmark, Media
+from mediagraph.db.rows import Where, select_all
 from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.keys.media import media_uploaded_channel
 from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
 
 log = logging.getLogger(__name__)
+
+ALL_MEDIA = select_all(Media)
 
 
 class TagMatch(Enum):
@@ -56,14 +59,13 @@ async def require_media(context: Context, media_id: int) -> Media:
     return media
 
 
-async def _newest_page(context: Context, query: Any, *, first: int | None, after: str | None, kind: str) -> Page[Media]:
+async def _newest_page(
+    context: Context, where: Where, *, first: int | None, after: str | None, kind: str
+) -> Page[Media]:
     limit = page_size(first, context.settings.max_page_size)
     before_id = _after(context, kind, after)
-    if before_id is not None:
-        query = query.where(Media.id < before_id)
-    query = query.order_by(Media.id.desc()).limit(limit + 1)  # type: ignore[attr-defined]
-    async with context.db.use() as session:
-        rows = list((await session.execute(query)).scalars())
+    reads = context.services.databases.main_reads
+    rows = media_rows.all(await reads.fetch_newest_page(ALL_MEDIA, where, before=before_id, limit=limit + 1))
     loader = context.loader(MediaByIdLoader)
     for row in rows:
         loader.prime(row.id, row)
@@ -85,13 +87,17 @@ def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
 async def media_list(
     context: Context, *, tags: list[str] | None, tag_match: TagMatch, first: int | None, after: str | None
 ) -> Page[Media]:
-    query = select(Media).where(*tag_filter(tags, tag_match))
-    return await _newest_page(context, query, first=first, after=after, kind="media:newest")
+    where = Where()
+    wanted = validation.tags(tags or [])
+    if wanted:
+        where = where.and_("tags @> {}" if tag_match is TagMatch.ALL else "tags && {}", wanted)
+    return await _newest_page(context, where, first=first, after=after, kind="media:newest")
 
 
 async def media_by_owner(context: Context, *, owner_id: int, first: int | None, after: str | None) -> Page[Media]:
-    query = select(Media).where(col(Media.owner_id) == owner_id)
-    return await _newest_page(context, query, first=first, after=after, kind="media:owner")
+    return await _newest_page(
+        context, Where().and_("owner_id = {}", owner_id), first=first, after=after, kind="media:owner"
+    )
 
 
 async def upload_media(

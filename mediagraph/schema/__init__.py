@@ -9,18 +9,11 @@ from typing import Any
 import strawberry
 from graphql import ExecutionResult as GraphQLExecutionResult
 from graphql import GraphQLError
-from strawberry.extensions import (
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    ParserCache,
-    QueryDepthLimiter,
-    ValidationCache,
-)
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
-from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
+from mediagraph.schema.extensions import CachedDocuments, CloseOperationSession, coded, is_internal
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.hot import HotQueries
 from mediagraph.schema.leaderboard_live import LeaderboardSubscriptions
@@ -30,6 +23,7 @@ from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
 from mediagraph.schema.users import User, UserMutations, UserQueries
 from mediagraph.schema.views import ViewsMutations, ViewsSubscriptions
+from mediagraph.serving.documents import DocumentCache
 from mediagraph.settings import Settings, get_settings
 
 log = logging.getLogger("mediagraph.errors")
@@ -66,6 +60,9 @@ NODE_TYPES: list[Any] = [User, Media, Comment, Post, LeaderboardDefinition]
 
 
 class MediagraphSchema(strawberry.Schema):
+    # Parsed and validated documents, shared by the HTTP fast path and Strawberry's own path.
+    documents: DocumentCache
+
     async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
         # Codes are applied to the final result rather than in an extension hook:
         # errors raised while an extension runs (token limits, parsing) skip the hooks.
@@ -91,20 +88,15 @@ class MediagraphSchema(strawberry.Schema):
 
 def build_schema(settings: Settings | None = None) -> MediagraphSchema:
     settings = settings or get_settings()
-    return MediagraphSchema(
+    schema = MediagraphSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         types=NODE_TYPES,
-        extensions=[
-            CloseOperationSession,
-            lambda: ParserCache(maxsize=settings.document_cache_size),
-            lambda: ValidationCache(maxsize=settings.document_cache_size),
-            lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
-            lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-            lambda: MaxAliasesLimiter(max_alias_count=settings.max_query_aliases),
-        ],
+        extensions=[CloseOperationSession, CachedDocuments],
     )
+    schema.documents = DocumentCache(schema._schema, settings)
+    return schema
 
 
 async def _coded_stream(results: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:

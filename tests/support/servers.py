@@ -20,6 +20,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 120) -> dict:
+    """The /readyz answer once the server at `base` is ready; fails if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log = getattr(process, "log", None)
+            raise AssertionError(f"serve exited early:\n{log.read_text()[-3000:] if log else ''}")
+        try:
+            response = httpx.get(f"{base}/readyz", timeout=2)
+            if response.status_code == 200:
+                return response.json()  # type: ignore[no-any-return]
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("server never became ready")
+
+
 class LiveServers:
     def __init__(self, settings: Settings, folder: Path) -> None:
         self.settings = settings

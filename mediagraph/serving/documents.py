@@ -1,0 +1,108 @@
+"""Parsed, validated documents cached by query text: each distinct document is checked once.
+
+Parsing enforces the token limit; validation runs graphql-core's rules, Strawberry's
+own, and the depth and alias limits. Only documents that pass are cached, so a
+stream of invalid texts cannot push valid ones out; the cache holds at most
+`document_cache_size` entries, least recently used out first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from graphql import DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode, parse, specified_rules
+from graphql.validation import ASTValidationRule
+from strawberry.extensions.max_aliases import create_validator as max_aliases_rule
+from strawberry.extensions.query_depth_limiter import create_validator as max_depth_rule
+from strawberry.schema.exceptions import CannotGetOperationTypeError
+from strawberry.schema.schema import validate_document
+from strawberry.types.graphql import OperationType
+
+from mediagraph.serving.plans import OperationPlan, compile_operation
+from mediagraph.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """The operation a request runs: its name as graphql-core needs it, and its type."""
+
+    name: str | None
+    type: OperationType
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    document: DocumentNode
+    errors: list[GraphQLError]
+    operations: dict[str, OperationType]
+    first: Operation | None
+    # Execution plans by operation name, compiled on first use; None where graphql-core runs it.
+    plans: dict[str | None, OperationPlan | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, document: DocumentNode, errors: list[GraphQLError]) -> PreparedDocument:
+        definitions = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        operations = {d.name.value: OperationType(d.operation.value) for d in definitions if d.name is not None}
+        first = definitions[0] if definitions else None
+        return cls(
+            document=document,
+            errors=errors,
+            operations=operations,
+            first=Operation(first.name.value if first.name else None, OperationType(first.operation.value))
+            if first is not None
+            else None,
+        )
+
+    def plan(self, schema: GraphQLSchema, operation: Operation) -> OperationPlan | None:
+        if operation.name not in self.plans:
+            self.plans[operation.name] = compile_operation(schema, self.document, operation.name)
+        return self.plans[operation.name]
+
+    def operation(self, name: str | None) -> Operation:
+        """The operation `name` picks, as Strawberry picks it: without a name, the first one."""
+        if name is None:
+            if self.first is None:
+                raise CannotGetOperationTypeError(None)
+            return self.first
+        operation_type = self.operations.get(name)
+        if operation_type is None:
+            raise CannotGetOperationTypeError(name)
+        return Operation(name, operation_type)
+
+
+class DocumentCache:
+    def __init__(self, schema: GraphQLSchema, settings: Settings) -> None:
+        self.schema = schema
+        self.max_tokens = settings.max_query_tokens
+        self.max_size = settings.document_cache_size
+        # The limit rules are classes built once: a rule set that changes per
+        # request would make every validation a cache miss.
+        self.rules: tuple[type[ASTValidationRule], ...] = (
+            *specified_rules,
+            max_depth_rule(settings.max_query_depth, None),
+            max_aliases_rule(settings.max_query_aliases),
+        )
+        self._entries: OrderedDict[str, PreparedDocument] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def cached(self, query: str) -> PreparedDocument | None:
+        entry = self._entries.get(query)
+        if entry is not None:
+            self._entries.move_to_end(query)
+        return entry
+
+    def prepare(self, query: str) -> PreparedDocument:
+        """The document for `query`, parsed and validated; raises GraphQLError on a syntax or token-limit error."""
+        entry = self.cached(query)
+        if entry is not None:
+            return entry
+        document = parse(query, max_tokens=self.max_tokens)
+        prepared = PreparedDocument.of(document, validate_document(self.schema, document, self.rules))
+        if not prepared.errors:
+            self._entries[query] = prepared
+            if len(self._entries) > self.max_size:
+                self._entries.popitem(last=False)
+        return prepared

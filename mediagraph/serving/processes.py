@@ -1,0 +1,180 @@
+"""`serve --processes N`: N server processes sharing one port, each accepting its own connections.
+
+Every process binds the port itself with SO_REUSEPORT, so the kernel spreads new
+connections over the processes (a shared listening socket, as uvicorn's
+`--workers` uses, lets one busy process take most keep-alive connections).
+The parent has already started any embedded servers and migrated; it only
+supervises: background workers run in the first process alone, each process
+gets its own Snowflake node id, and Ctrl-C (or SIGTERM) stops them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+
+from mediagraph.ids import NODE_BITS
+from mediagraph.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    host: str
+    port: int
+    loop: str
+    http: str
+
+
+LOCAL_HOSTS = {"", "localhost", "127.0.0.1", "::1"}
+
+
+def recommended_processes(database_url: str, cores: int | None = None) -> int:
+    """One process per core, less one for PostgreSQL when it runs on this machine.
+
+    Measured on 2 cores with PostgreSQL beside the server: a second API process adds
+    throughput, but starves PostgreSQL's backends of CPU, and the slowest reads then
+    wait hundreds of milliseconds (see BENCHMARKS.md).
+    """
+    from sqlalchemy.engine import make_url
+
+    cores = cores or os.cpu_count() or 1
+    url = make_url(database_url)
+    local = (url.host or "") in LOCAL_HOSTS or "host" in url.query
+    return max(1, cores - 1) if local else cores
+
+
+def bind_reuseport(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(settings: Settings, options: ServerOptions, sock: socket.socket | None = None) -> None:
+    """One server process: uvicorn on this process's own socket (or binding host and port itself).
+
+    Exits 0 when stopped by SIGINT or SIGTERM (uvicorn re-raises the signal once it has
+    shut down gracefully), and with uvicorn's startup-failure status if it never started.
+    """
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    from mediagraph.app import create_app
+    from mediagraph.serving.transport import CoalescingHttpToolsProtocol
+
+    http = CoalescingHttpToolsProtocol if options.http == "httptools" else options.http
+    config = uvicorn.Config(
+        create_app(settings),
+        host=options.host,
+        port=options.port,
+        loop=options.loop,
+        http=http,
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    previous = signal.signal(signal.SIGTERM, _exit_quietly)
+    try:
+        server.run(sockets=[sock] if sock is not None else None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+def _exit_quietly(_signum: int, _frame: object) -> None:
+    sys.exit(0)
+
+
+def _child(settings: Settings, options: ServerOptions) -> None:
+    from mediagraph.cli.runtime import configure_logging
+
+    configure_logging()
+    # The parent forwards SIGTERM; Ctrl-C in a terminal reaches every process of the group.
+    # A parent killed outright (SIGKILL, OOM) forwards nothing, so each process also stops
+    # gracefully once its parent is gone, instead of serving on as an orphan.
+    threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
+    run_server(settings, options, bind_reuseport(options.host, options.port))
+
+
+def _stop_with_parent() -> None:
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def process_settings(settings: Settings, processes: int) -> list[Settings]:
+    """Each process's settings: its own node id, and the background workers in the first one only."""
+    last = settings.node_id + processes - 1
+    if last >= 1 << NODE_BITS:
+        raise ValueError(
+            f"node ids {settings.node_id}..{last} do not fit in {NODE_BITS} bits; lower MEDIAGRAPH_NODE_ID"
+        )
+    return [
+        settings.model_copy(update={"node_id": settings.node_id + n, "run_workers": settings.run_workers and n == 0})
+        for n in range(processes)
+    ]
+
+
+def serve_processes(settings: Settings, options: ServerOptions, processes: int) -> int:
+    """Run the processes until a signal or the first one exits; returns the exit status."""
+    # Fail here, not in every child, if the port is taken by something without SO_REUSEPORT.
+    bind_reuseport(options.host, options.port).close()
+    spawn = multiprocessing.get_context("spawn")
+    children: list[BaseProcess] = [
+        spawn.Process(target=_child, args=(child, options), name=f"mediagraph-{n}", daemon=False)
+        for n, child in enumerate(process_settings(settings, processes))
+    ]
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for child in children:
+            child.start()
+        while not stopping and all(child.is_alive() for child in children):
+            time.sleep(0.2)
+        if not stopping:
+            log.error("a server process exited; stopping the others")
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _stop(children)
+    failed = [child.exitcode for child in children if child.exitcode not in (0, None)]
+    return 0 if stopping and not failed else 1
+
+
+def _stop(children: list[BaseProcess]) -> None:
+    for child in children:
+        if child.is_alive() and child.pid is not None:
+            # SIGTERM after a terminal's SIGINT is still a graceful stop for uvicorn.
+            child.terminate()
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join()

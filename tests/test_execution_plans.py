@@ -1,0 +1,150 @@
+"""Compiled execution plans answer exactly what Strawberry's own execution answers, and leave no garbage."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from strawberry.http import process_result
+
+from mediagraph.context import Context
+from mediagraph.dataloaders.base import Loader
+from mediagraph.db.media import Media as MediaRow
+from mediagraph.serving.executor import PlanExecution
+from mediagraph.serving.requests import GraphQLRequest
+from tests.support.factories import create_media, create_user
+
+BOOKMARK = "mutation($id: ID!) { bookmark(mediaId: $id) { id } }"
+
+FRAGMENTS = """
+query($id: ID!) {
+  a: media(id: $id) { ...Fields heading: title }
+  b: media(id: $id) { id }
+}
+fragment Fields on Media { id title tags createdAt sizeBytes contentUrl uploader { username ... on User { nickname } } }
+"""
+PAGE = """
+query($first: Int = 2, $after: String) {
+  __typename
+  mediaList(first: $first, after: $after) {
+    __typename
+    edges { cursor node { id title tags uploader { id username } viewerHasBookmarked } }
+    pageInfo { hasNextPage endCursor hasPreviousPage startCursor }
+  }
+}
+"""
+NULLABLE_ERROR = "query($id: ID!) { media(id: $id) { id } me { id username } }"
+BUBBLING = "query($u: String!) { user(username: $u) { username bookmarks { edges { node { id } } } } me { id } }"
+VARIABLES = "query($first: Int!, $tags: [String!]) { mediaList(first: $first, tags: $tags) { edges { node { id } } } }"
+LITERAL_LIMIT = "{ mediaList(first: 101) { edges { cursor } } }"
+ABSTRACT = "query($id: ID!) { node(id: $id) { __typename id ... on Media { title } } }"
+DIRECTIVE = "query($full: Boolean!) { me { id username @include(if: $full) } }"
+
+
+def _scope(app, token):
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    return {"type": "http", "method": "POST", "headers": headers, "app": app, "client": ("203.0.113.7", 1)}
+
+
+async def _planned(app, services, query, variables=None, token=None):
+    return await app.graphql.runner.run(
+        GraphQLRequest(query, variables, None, None),
+        method="POST",
+        http=Request(_scope(app, token)),
+        services=services,
+        sub_response=Response(),
+    )
+
+
+async def _both(app, services, query, variables=None, token=None):
+    """(the fast path's response, Strawberry's own execution's response) for one request."""
+    planned = await _planned(app, services, query, variables, token)
+    runner = app.graphql.runner
+    context = Context(services, Request(_scope(app, token)))
+    try:
+        reference = process_result(await runner.schema.execute(query, variables, context_value=context))
+    finally:
+        await context.close()
+    return planned, reference
+
+
+def _compiled(app, query) -> bool:
+    prepared = app.graphql.runner.schema.documents.cached(query)
+    assert prepared is not None
+    return any(plan is not None for plan in prepared.plans.values())
+
+
+@pytest.fixture(scope="module")
+async def data(http, gql):
+    owner, owner_user = await create_user(gql)
+    viewer, viewer_user = await create_user(gql)
+    media = [await create_media(http, token=owner, title=f"Plan {n}", tags=["plans", f"t{n}"]) for n in range(3)]
+    await gql.ok(BOOKMARK, {"id": media[1]["id"]}, token=viewer)
+    return {"owner": owner, "owner_user": owner_user, "viewer": viewer, "viewer_user": viewer_user, "media": media}
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "as_viewer", "compiled"),
+    [
+        (FRAGMENTS, lambda d: {"id": d["media"][0]["id"]}, False, True),
+        (PAGE, lambda d: {}, True, True),
+        (PAGE, lambda d: {"first": 1, "after": "forged"}, True, True),
+        (NULLABLE_ERROR, lambda d: {"id": "!!!"}, True, True),
+        (NULLABLE_ERROR, lambda d: {"id": d["viewer_user"]["id"]}, False, True),
+        (BUBBLING, lambda d: {"u": d["owner_user"]["username"]}, True, True),
+        (VARIABLES, lambda d: {"first": 2, "tags": ["plans"]}, False, True),
+        (VARIABLES, lambda d: {"tags": ["plans"]}, False, True),
+        (VARIABLES, lambda d: {"first": "two"}, False, True),
+        (LITERAL_LIMIT, lambda d: {}, False, True),
+        (ABSTRACT, lambda d: {"id": d["media"][2]["id"]}, False, False),
+        (DIRECTIVE, lambda d: {"full": True}, True, False),
+    ],
+)
+async def test_plan_answers_exactly_as_strawberry(app, services, data, query, variables, as_viewer, compiled):
+    token = data["viewer"] if as_viewer else None
+    planned, reference = await _both(app, services, query, variables(data), token)
+    assert planned == reference
+    assert _compiled(app, query) is compiled
+
+
+async def test_plans_can_be_turned_off(app, services, data, settings):
+    from mediagraph.serving.execution import OperationRunner
+    from mediagraph.serving.persisted import PersistedQueries
+
+    runner = OperationRunner(app.graphql.runner.schema, PersistedQueries(local_size=1, max_stored=1), plans=False)
+    query = "query($id: ID!) { media(id: $id) { title } }"
+    body = await runner.run(
+        GraphQLRequest(query, {"id": data["media"][0]["id"]}, None, None),
+        method="POST",
+        http=Request(_scope(app, None)),
+        services=services,
+        sub_response=Response(),
+    )
+    assert body == {"data": {"media": {"title": "Plan 0"}}}
+    assert not _compiled(app, query)
+
+
+async def test_requests_leave_nothing_for_the_cycle_collector(app, services, data):
+    # Everything a request creates is freed by reference counting when it ends; a
+    # reference cycle would leave whole requests to the collector (see serving/memory.py).
+    requests = [
+        (FRAGMENTS, {"id": data["media"][0]["id"]}, None),
+        (PAGE, {}, data["viewer"]),
+        (NULLABLE_ERROR, {"id": "!!!"}, None),
+        (BUBBLING, {"u": data["owner_user"]["username"]}, data["viewer"]),
+    ]
+    for query, variables, token in requests:
+        await _planned(app, services, query, variables, token)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for query, variables, token in requests:
+            await _planned(app, services, query, variables, token)
+        gc.collect()
+        leaked = [obj for obj in gc.garbage if isinstance(obj, Context | PlanExecution | Loader | MediaRow)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert leaked == []
