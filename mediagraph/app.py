@@ -22,6 +22,7 @@ from mediagraph.serving.bodies import BodySizeLimit
 from mediagraph.serving.endpoint import GraphQLEndpoint
 from mediagraph.serving.memory import tune_for_serving
 from mediagraph.settings import Settings, get_settings
+from mediagraph.subscriptions.sharing import SharedStreams
 from mediagraph.workers import run_workers
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class MediagraphApp(Starlette):
     """
 
     graphql: GraphQLEndpoint
+    # The websocket view's shared subscription streams, for tests and diagnostics.
+    shared_streams: SharedStreams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == GRAPHQL_PATH:
@@ -79,4 +82,5 @@ def create_app(settings: Settings | None = None) -> MediagraphApp:
         lifespan=lifespan,
     )
     app.graphql = GraphQLEndpoint(schema, settings)
+    app.shared_streams = view.shared_streams
     return app

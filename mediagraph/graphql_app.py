@@ -8,19 +8,63 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
 
 from mediagraph.context import Context
 from mediagraph.errors import UserError
 from mediagraph.schema import MediagraphSchema
 from mediagraph.settings import Settings
+from mediagraph.subscriptions.sharing import Ending, SharedStreams
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws, with identical state subscriptions sharing one execution."""
+
+    view: GraphQLApp
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        streams = self.view.shared_streams
+        key = streams.key_for(self.view.schema, operation.query, operation.operation_name, operation.variables)
+        if key is None:
+            await super().run_operation(operation)
+            return
+        websocket: WebSocket = self.websocket.ws  # type: ignore[attr-defined]
+        prefix = f'{{"id":{orjson.dumps(operation.id).decode()},"type":"next","payload":'
+
+        async def send_next(payload: str) -> None:
+            if not operation.completed:
+                await websocket.send_text(f"{prefix}{payload}}}")
+
+        async def send_ending(ending: Ending) -> None:
+            if ending.type == "complete":
+                await operation.send_operation_message({"id": operation.id, "type": "complete"})
+            else:
+                errors = orjson.loads(ending.payload or "[]")
+                await operation.send_operation_message({"id": operation.id, "type": "error", "payload": errors})
+
+        try:
+            await streams.follow(
+                key, schema=self.view.schema, context=self.context, send_next=send_next, send_ending=send_ending
+            )
+        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            # The client went away mid-send (Starlette raises RuntimeError once the socket is closed).
+            return
 
 
 class GraphQLApp(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = TransportWSHandler
+    schema: MediagraphSchema
+
     def __init__(self, schema: MediagraphSchema, settings: Settings) -> None:
+        self.shared_streams = SharedStreams()
         super().__init__(
             schema,
             graphql_ide="graphiql" if settings.graphiql else None,
@@ -45,8 +89,10 @@ class GraphQLApp(GraphQL[Context, None]):
             raise ConnectionRejectionError({"message": error.message, "code": error.code}) from None
         return None
 
-    def encode_json(self, data: object) -> bytes:
-        return orjson.dumps(data)
+    def encode_json(self, data: object) -> str:
+        # A str, not bytes: Strawberry sends bytes as binary websocket frames, and
+        # graphql-transport-ws clients (browsers among them) expect text frames.
+        return orjson.dumps(data).decode()
 
     def decode_json(self, data: str | bytes) -> Any:
         return orjson.loads(data)

@@ -14,6 +14,7 @@ from mediagraph.keys.playback import Entity, Granularity
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
 from mediagraph.subscriptions import playback as live
+from mediagraph.subscriptions.sharing import SHARED_STATE
 
 GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")
 CountedInEnum = strawberry.enum(
@@ -120,7 +121,8 @@ class PlaybackMutations:
 @strawberry.type
 class PlaybackSubscriptions:
     @strawberry.subscription(
-        description="A media's concurrent viewers now, then on every change, at most once a second."
+        metadata=SHARED_STATE,
+        description="A media's concurrent viewers now, then on every change, at most once a second.",
     )
     async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[int, None]:
         entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
@@ -128,7 +130,8 @@ class PlaybackSubscriptions:
             yield viewers
 
     @strawberry.subscription(
-        description="A channel's concurrent viewers now, then on every change, at most once a second."
+        metadata=SHARED_STATE,
+        description="A channel's concurrent viewers now, then on every change, at most once a second.",
     )
     async def live_channel_viewers(
         self, info: Info[Context, None], user_id: strawberry.ID

@@ -9,6 +9,7 @@ from mediagraph.context import Context
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import views as resolvers
 from mediagraph.schema.media import Media
+from mediagraph.subscriptions.sharing import SHARED_STATE
 
 
 @strawberry.type
@@ -44,7 +45,8 @@ class ViewsMutations:
 @strawberry.type
 class ViewsSubscriptions:
     @strawberry.subscription(
-        description="The media's live view count now, then whenever it changes (at most a few times a second)."
+        metadata=SHARED_STATE,
+        description="The media's live view count now, then whenever it changes (at most a few times a second).",
     )
     async def view_count(
         self, info: Info[Context, None], media_id: strawberry.ID

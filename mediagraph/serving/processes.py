@@ -85,6 +85,9 @@ def run_server(settings: Settings, options: ServerOptions, sock: socket.socket |
         port=options.port,
         loop=options.loop,
         http=http,
+        # Compression would keep a zlib context per socket (hundreds of KB at 10,000
+        # subscribers each) to squeeze messages of a few dozen bytes.
+        ws_per_message_deflate=False,
         log_level="info",
         access_log=False,
         timeout_graceful_shutdown=5,

@@ -59,6 +59,8 @@ class WebSocketClient:
     async def receive(self, timeout: float = 10) -> dict[str, Any]:  # noqa: ASYNC109 - a test helper's deadline
         while True:
             raw = await asyncio.wait_for(self.connection.recv(), timeout)
+            # graphql-transport-ws travels in text frames; browsers cannot read JSON from binary ones.
+            assert isinstance(raw, str), f"binary frame: {raw!r}"
             message = json.loads(raw)
             if message["type"] == "ping":
                 await self.send({"type": "pong"})

@@ -1,0 +1,236 @@
+"""Identical state subscriptions, executed once per process however many clients ask.
+
+Ten thousand dashboards watching one media's view count all ask the same question.
+Run per subscriber, every update would execute the resolver, the GraphQL result and
+its JSON ten thousand times. Here the first subscriber starts one shared stream and
+later ones join it: each result is executed and encoded once, and only the operation
+id differs per subscriber. A joiner gets the stream's latest result at once, which is
+what it would have got alone: a state subscription answers with the current state
+first.
+
+Only root fields whose strawberry definition carries `SHARED_STATE` qualify: their
+results must not depend on who asks (no viewer, no per-connection arguments).
+
+Each subscriber sends from its own operation task and holds at most the newest
+undelivered result, so a slow socket only ever delays itself and costs one payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from graphql import FieldNode, GraphQLError, OperationDefinitionNode
+from strawberry.schema.exceptions import CannotGetOperationTypeError
+from strawberry.types.execution import ExecutionResult, PreExecutionError
+from strawberry.types.graphql import OperationType
+from strawberry.utils.aio import aclosing
+
+if TYPE_CHECKING:
+    from mediagraph.context import Context
+    from mediagraph.schema import MediagraphSchema
+
+log = logging.getLogger(__name__)
+
+# Metadata for `strawberry.subscription(metadata=SHARED_STATE)`: results are the same for everyone.
+SHARED_STATE = {"shared_state": True}
+DEFINITION_BACKREF = "strawberry-definition"
+INCREMENTAL_DELIVERY = "Incremental delivery is not supported over graphql-transport-ws"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamKey:
+    query: str
+    operation_name: str | None
+    variables: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a stream ended: `complete`, or `error` with its payload (errors before execution)."""
+
+    type: str
+    payload: str | None = None
+
+
+COMPLETE = Ending("complete")
+
+
+class Subscriber:
+    """One operation on one socket, fed by a shared stream."""
+
+    __slots__ = ("ending", "pending", "ready")
+
+    def __init__(self) -> None:
+        self.pending: str | None = None
+        self.ending: Ending | None = None
+        self.ready = asyncio.Event()
+
+    def offer(self, payload: str) -> None:
+        # Only the newest state is worth sending: it replaces one not sent yet.
+        self.pending = payload
+        self.ready.set()
+
+    def end(self, ending: Ending) -> None:
+        self.ending = ending
+        self.ready.set()
+
+
+class SharedStream:
+    def __init__(self, key: StreamKey, on_done: Callable[[SharedStream], None]) -> None:
+        self.key = key
+        self.subscribers: set[Subscriber] = set()
+        self.latest: str | None = None
+        self.ending: Ending | None = None
+        self._on_done = on_done
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self, schema: MediagraphSchema, context: Context) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run(schema, context))
+
+    def add(self, subscriber: Subscriber) -> None:
+        self.subscribers.add(subscriber)
+        if self.latest is not None:
+            subscriber.offer(self.latest)
+        if self.ending is not None:
+            subscriber.end(self.ending)
+
+    def remove(self, subscriber: Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+        if not self.subscribers and self.task is not None:
+            # Nobody is left to tell: stop executing (a finished task ignores this).
+            self.task.cancel()
+            self._on_done(self)
+
+    async def _run(self, schema: MediagraphSchema, context: Context) -> None:
+        ending = COMPLETE
+        try:
+            ending = await self._publish_results(schema, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("shared subscription failed")
+        finally:
+            self._on_done(self)
+        self.ending = ending
+        for subscriber in self.subscribers:
+            subscriber.end(ending)
+
+    async def _publish_results(self, schema: MediagraphSchema, context: Context) -> Ending:
+        variables = orjson.loads(self.key.variables)
+        source = await schema.stream(
+            self.key.query,
+            variable_values=variables,
+            context_value=context,
+            operation_name=self.key.operation_name,
+        )
+        first = True
+        async with aclosing(source):
+            async for result in source:
+                if first and isinstance(result, PreExecutionError):
+                    return _error_ending(result.errors or [])
+                if not isinstance(result, ExecutionResult):
+                    return _error_ending([GraphQLError(INCREMENTAL_DELIVERY)])
+                first = False
+                self.latest = orjson.dumps(_next_payload(result)).decode()
+                for subscriber in self.subscribers:
+                    subscriber.offer(self.latest)
+        return COMPLETE
+
+
+class SharedStreams:
+    """This process's shared streams, by query, operation name and variables."""
+
+    def __init__(self) -> None:
+        self._streams: dict[StreamKey, SharedStream] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def key_for(
+        self, schema: MediagraphSchema, query: str, operation_name: str | None, variables: object
+    ) -> StreamKey | None:
+        """The key to share this operation under, or None when it must run on its own."""
+        if variables is not None and not isinstance(variables, dict):
+            return None
+        if not _is_shared_state(schema, query, operation_name):
+            return None
+        try:
+            encoded = orjson.dumps(variables or {}, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return None
+        return StreamKey(query, operation_name, encoded)
+
+    async def follow(
+        self,
+        key: StreamKey,
+        *,
+        schema: MediagraphSchema,
+        context: Context,
+        send_next: Callable[[str], Awaitable[None]],
+        send_ending: Callable[[Ending], Awaitable[None]],
+    ) -> None:
+        """Feed one subscriber from the shared stream until the stream ends or the task is cancelled."""
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = SharedStream(key, self._forget)
+            stream.start(schema, context)
+        subscriber = Subscriber()
+        stream.add(subscriber)
+        try:
+            while True:
+                await subscriber.ready.wait()
+                subscriber.ready.clear()
+                payload, subscriber.pending = subscriber.pending, None
+                if payload is not None:
+                    await send_next(payload)
+                if subscriber.ending is not None and subscriber.pending is None:
+                    await send_ending(subscriber.ending)
+                    return
+        finally:
+            stream.remove(subscriber)
+
+    def _forget(self, stream: SharedStream) -> None:
+        if self._streams.get(stream.key) is stream:
+            del self._streams[stream.key]
+
+
+def _is_shared_state(schema: MediagraphSchema, query: str, operation_name: str | None) -> bool:
+    try:
+        prepared = schema.documents.prepare(query)
+        operation = prepared.operation(operation_name)
+    except (GraphQLError, CannotGetOperationTypeError):
+        return False
+    if prepared.errors or operation.type is not OperationType.SUBSCRIPTION:
+        return False
+    definition = next(
+        node
+        for node in prepared.document.definitions
+        if isinstance(node, OperationDefinitionNode)
+        and (operation.name is None or (node.name is not None and node.name.value == operation.name))
+    )
+    selections = definition.selection_set.selections
+    if len(selections) != 1 or not isinstance(selections[0], FieldNode) or selections[0].directives:
+        return False
+    subscription_type = schema._schema.subscription_type
+    field = subscription_type.fields.get(selections[0].name.value) if subscription_type else None
+    strawberry_field = field.extensions.get(DEFINITION_BACKREF) if field is not None else None
+    metadata = getattr(strawberry_field, "metadata", None) or {}
+    return bool(metadata.get("shared_state"))
+
+
+def _next_payload(result: ExecutionResult) -> dict[str, Any]:
+    payload: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        payload["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        payload["extensions"] = result.extensions
+    return payload
+
+
+def _error_ending(errors: list[GraphQLError]) -> Ending:
+    return Ending("error", orjson.dumps([error.formatted for error in errors]).decode())

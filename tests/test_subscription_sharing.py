@@ -1,0 +1,178 @@
+"""Identical state subscriptions share one execution per process (subscriptions/sharing.py).
+
+The app runs under a real uvicorn in this process, so the tests can count how many
+times the resolver ran while real graphql-transport-ws clients subscribe over sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import uvicorn
+
+from mediagraph.resolvers import views as view_resolvers
+from tests.support.factories import create_media, create_user, record_views
+from tests.support.graphql import WebSocketClient
+from tests.support.servers import free_port
+
+VIEW_COUNT = "subscription($id: ID!) { viewCount(mediaId: $id) { mediaId viewCount } }"
+# The same subscription, but through a fragment, which keeps it out of sharing.
+VIEW_COUNT_ALONE = "subscription($id: ID!) { ...Count } fragment Count on Subscription { viewCount(mediaId: $id) { mediaId viewCount } }"
+
+
+@pytest.fixture(scope="module")
+async def server(app) -> AsyncIterator[str]:
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    runner = uvicorn.Server(config)
+    task = asyncio.create_task(runner.serve())
+    while not runner.started:
+        assert not task.done(), "uvicorn exited"
+        await asyncio.sleep(0.05)
+    yield f"ws://127.0.0.1:{port}/graphql"
+    runner.should_exit = True
+    await task
+
+
+@pytest.fixture
+def resolver_runs(monkeypatch) -> list[int]:
+    """Media ids `viewCount` subscriptions were executed for, one entry per execution."""
+    runs: list[int] = []
+    original = view_resolvers.view_count_updates
+
+    def counted(context, *, media_id):  # type: ignore[no-untyped-def]
+        runs.append(media_id)
+        return original(context, media_id=media_id)
+
+    monkeypatch.setattr(view_resolvers, "view_count_updates", counted)
+    return runs
+
+
+async def subscribe(url: str, media_id: str, query: str = VIEW_COUNT) -> tuple[WebSocketClient, str]:
+    client = await WebSocketClient.connect(url)
+    assert (await client.receive())["type"] == "connection_ack"
+    return client, await client.subscribe(query, {"id": media_id})
+
+
+async def next_count(client: WebSocketClient, operation: str) -> int:
+    message = await client.receive()
+    assert message["id"] == operation, message
+    assert message["type"] == "next", message
+    return message["payload"]["data"]["viewCount"]["viewCount"]  # type: ignore[no-any-return]
+
+
+async def count_reaching(client: WebSocketClient, operation: str, final: int) -> int:
+    count = await next_count(client, operation)
+    while count != final:
+        count = await next_count(client, operation)
+    return count
+
+
+async def test_identical_subscriptions_run_once_and_all_receive_every_state(server, app, http, gql, resolver_runs):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    subscribers = [await subscribe(server, media["id"]) for _ in range(20)]
+    try:
+        assert [await next_count(client, operation) for client, operation in subscribers] == [0] * 20
+        await record_views(http, media_id=media["id"], count=3)
+        finals = await asyncio.gather(*(count_reaching(client, op, 3) for client, op in subscribers))
+        assert finals == [3] * 20
+        assert len(resolver_runs) == 1
+        assert len(app.shared_streams) == 1
+    finally:
+        for client, _ in subscribers:
+            await client.close()
+
+
+async def test_a_late_joiner_gets_the_current_state_at_once(server, http, gql, resolver_runs):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    first, first_operation = await subscribe(server, media["id"])
+    try:
+        assert await next_count(first, first_operation) == 0
+        await record_views(http, media_id=media["id"], count=2)
+        await count_reaching(first, first_operation, 2)
+        late, late_operation = await subscribe(server, media["id"])
+        try:
+            assert await next_count(late, late_operation) == 2
+        finally:
+            await late.close()
+        assert len(resolver_runs) == 1
+    finally:
+        await first.close()
+
+
+async def test_the_stream_stops_when_its_last_subscriber_leaves(server, app, http, gql, resolver_runs):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    client, operation = await subscribe(server, media["id"])
+    assert await next_count(client, operation) == 0
+    await client.send({"id": operation, "type": "complete"})
+    for _ in range(100):
+        if not len(app.shared_streams):
+            break
+        await asyncio.sleep(0.05)
+    assert len(app.shared_streams) == 0
+    # A new subscriber starts a new execution and still hears of new views.
+    again = await client.subscribe(VIEW_COUNT, {"id": media["id"]})
+    try:
+        assert await next_count(client, again) == 0
+        await record_views(http, media_id=media["id"], count=1)
+        assert await count_reaching(client, again, 1) == 1
+        assert len(resolver_runs) == 2
+    finally:
+        await client.close()
+
+
+async def test_a_subscriber_that_vanishes_does_not_hold_back_the_others(server, http, gql):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    leaving, leaving_operation = await subscribe(server, media["id"])
+    staying, staying_operation = await subscribe(server, media["id"])
+    try:
+        assert await next_count(leaving, leaving_operation) == 0
+        assert await next_count(staying, staying_operation) == 0
+        # Gone without a closing handshake, as a dropped network would leave it.
+        leaving.connection.transport.abort()
+        await record_views(http, media_id=media["id"], count=2)
+        assert await count_reaching(staying, staying_operation, 2) == 2
+    finally:
+        await staying.close()
+
+
+async def test_shared_answers_are_the_answers_a_subscription_gets_alone(server, http, gql, resolver_runs):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    shared, shared_operation = await subscribe(server, media["id"])
+    alone, alone_operation = await subscribe(server, media["id"], VIEW_COUNT_ALONE)
+    try:
+        first_shared, first_alone = await shared.receive(), await alone.receive()
+        assert {**first_shared, "id": None} == {**first_alone, "id": None}
+        assert first_shared["id"] == shared_operation
+        assert first_alone["id"] == alone_operation
+        assert len(resolver_runs) == 2
+    finally:
+        await shared.close()
+        await alone.close()
+
+
+@pytest.mark.parametrize("media_id", ["TWVkaWE6OTk5OTk5OTk5", "not-an-id"])
+async def test_errors_of_a_shared_subscription_match_those_it_gets_alone(server, media_id):
+    shared, _ = await subscribe(server, media_id)
+    alone, _ = await subscribe(server, media_id, VIEW_COUNT_ALONE)
+    try:
+        messages = []
+        for client in (shared, alone):
+            received = [await client.receive()]
+            while received[-1]["type"] == "next":
+                received.append(await client.receive())
+            messages.append([{**message, "id": None} for message in received])
+        assert messages[0] == messages[1]
+        codes = [error["extensions"]["code"] for error in messages[0][0]["payload"]["errors"]]
+        assert codes, messages[0]
+        assert all(codes), messages[0]
+    finally:
+        await shared.close()
+        await alone.close()
