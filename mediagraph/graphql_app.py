@@ -54,7 +54,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
             await streams.follow(
                 key, schema=self.view.schema, context=self.context, send_next=send_next, send_ending=send_ending
             )
-        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError, OSError):
             # The client went away mid-send (Starlette raises RuntimeError once the socket is closed).
             return
 

@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 
 from mediagraph.resolvers import views as view_resolvers
+from mediagraph.subscriptions.sharing import COMPLETE, Ending, Subscriber
 from tests.support.factories import create_media, create_user, record_views
 from tests.support.graphql import WebSocketClient
 from tests.support.servers import free_port
@@ -176,3 +177,58 @@ async def test_errors_of_a_shared_subscription_match_those_it_gets_alone(server,
     finally:
         await shared.close()
         await alone.close()
+
+
+async def test_a_socket_that_cannot_take_a_result_gets_it_later_and_then_only_the_newest():
+    """A send that must wait (a full socket buffer) is finished by the subscriber's own task."""
+    writable = asyncio.Event()
+    sent: list[str] = []
+    endings: list[Ending] = []
+
+    async def send(payload: str) -> None:
+        await writable.wait()
+        sent.append(payload)
+
+    async def send_ending(ending: Ending) -> None:
+        endings.append(ending)
+
+    subscriber = Subscriber(send)
+    task = asyncio.create_task(subscriber.deliver(send_ending))
+    subscriber.offer("1")
+    subscriber.offer("2")
+    subscriber.offer("3")
+    await asyncio.sleep(0.01)
+    assert sent == []
+    writable.set()
+    await asyncio.sleep(0.01)
+    assert sent == ["1", "3"]
+    # Writable again: the next result goes out at once, without the task.
+    subscriber.offer("4")
+    assert sent == ["1", "3", "4"]
+    subscriber.end(COMPLETE)
+    await asyncio.wait_for(task, 1)
+    assert endings == [COMPLETE]
+
+
+async def test_cancelling_a_subscriber_cancels_the_send_it_waits_on():
+    started, finished = asyncio.Event(), []
+
+    async def send(payload: str) -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            finished.append(payload)
+
+    async def send_ending(ending: Ending) -> None:
+        raise AssertionError("a cancelled subscriber sends no ending")
+
+    subscriber = Subscriber(send)
+    task = asyncio.create_task(subscriber.deliver(send_ending))
+    subscriber.offer("1")
+    assert started.is_set()
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished == ["1"]

@@ -116,6 +116,24 @@ def leaderboard(
     )
 
 
+@bench.command("subscriptions")
+def subscriptions(
+    subscribers: Annotated[
+        int, typer.Option(min=1, max=15_000, help="Websocket subscribers to one media's viewCount.")
+    ] = 10_000,
+    clients: Annotated[int, typer.Option(min=1, max=64, help="Client processes the sockets are spread over.")] = 4,
+    rounds: Annotated[int, typer.Option(min=1, help="View count updates pushed to every subscriber.")] = 20,
+    interval: Annotated[float, typer.Option(min=0.3, help="Seconds between updates (above the push interval).")] = 1.0,
+    compare: Annotated[
+        bool, typer.Option("--compare/--no-compare", help="Also run the subscription unshared, once per subscriber.")
+    ] = True,
+) -> None:
+    """10,000 viewCount subscribers on one server process: update-to-receipt delay and memory per subscriber."""
+    from benchmarks.subscriptions import Options, run
+
+    run(Options(subscribers=subscribers, clients=clients, rounds=rounds, interval=interval, compare=compare))
+
+
 @bench.command("http")
 def http(
     media: Annotated[int, typer.Option(min=100, help="Rows in the media table.")] = 100_000,

@@ -90,4 +90,13 @@ class CoalescingTransport(asyncio.Transport):
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._direct_transport = transport
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+    def handle_websocket_upgrade(self) -> None:
+        # Websocket frames go out as they are sent: a push to thousands of sockets must
+        # reach the first of them while the rest are being written, not after the last.
+        if isinstance(self.transport, CoalescingTransport):
+            self.transport.flush()
+            self.transport = self._direct_transport  # type: ignore[assignment]
+        super().handle_websocket_upgrade()

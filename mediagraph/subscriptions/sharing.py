@@ -11,15 +11,16 @@ first.
 Only root fields whose strawberry definition carries `SHARED_STATE` qualify: their
 results must not depend on who asks (no viewer, no per-connection arguments).
 
-Each subscriber sends from its own operation task and holds at most the newest
-undelivered result, so a slow socket only ever delays itself and costs one payload.
+Results are written to every socket straight from the stream's task; a socket that
+cannot take one at once is left to its own task and holds at most the newest result,
+so a slow client only ever delays itself and costs one payload.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,23 +62,94 @@ COMPLETE = Ending("complete")
 
 
 class Subscriber:
-    """One operation on one socket, fed by a shared stream."""
+    """One operation on one socket, fed by a shared stream.
 
-    __slots__ = ("ending", "pending", "ready")
+    A result is written to the socket right away, from the stream's task, as long as
+    the socket takes it without waiting (the usual case): waking ten thousand tasks to
+    do it would cost more than the writes. A send that has to wait (the client reads
+    slowly and the socket's buffer is full) is finished by the subscriber's own task,
+    and meanwhile only the newest result is kept for it.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("busy", "ending", "failure", "pending", "ready", "send", "stalled")
+
+    def __init__(self, send: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        self.send = send
         self.pending: str | None = None
+        self.stalled: tuple[Coroutine[Any, Any, None], Any] | None = None
+        self.busy = False
         self.ending: Ending | None = None
+        self.failure: BaseException | None = None
         self.ready = asyncio.Event()
 
     def offer(self, payload: str) -> None:
-        # Only the newest state is worth sending: it replaces one not sent yet.
-        self.pending = payload
+        if self.busy or self.failure is not None:
+            # Only the newest state is worth sending: it replaces one not sent yet.
+            self.pending = payload
+            return
+        sending = self.send(payload)
+        try:
+            waiting_on = sending.send(None)
+        except StopIteration:
+            return
+        except Exception as error:
+            self.failure = error
+            self.ready.set()
+            return
+        self.busy = True
+        self.stalled = (sending, waiting_on)
         self.ready.set()
 
     def end(self, ending: Ending) -> None:
         self.ending = ending
         self.ready.set()
+
+    async def deliver(self, send_ending: Callable[[Ending], Awaitable[None]]) -> None:
+        """The subscriber's task: finishes sends that had to wait, then the ending."""
+        while True:
+            await self.ready.wait()
+            self.ready.clear()
+            if self.failure is not None:
+                raise self.failure
+            if self.stalled is not None:
+                sending, waiting_on = self.stalled
+                self.stalled = None
+                await _Resumed(sending, waiting_on)
+            while self.pending is not None:
+                payload, self.pending = self.pending, None
+                await self.send(payload)
+            self.busy = False
+            if self.ending is not None:
+                await send_ending(self.ending)
+                return
+
+
+class _Resumed:
+    """Awaits the rest of a coroutine that was started by hand and is waiting on `waiting_on`.
+
+    The coroutine's own awaits keep working: what it waits on is passed up to the task
+    awaiting this, and cancelling that task cancels the coroutine where it waits.
+    """
+
+    def __init__(self, coroutine: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+        self.coroutine = coroutine
+        self.waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, None, None]:
+        waiting_on = self.waiting_on
+        while True:
+            try:
+                yield waiting_on
+            except BaseException as error:
+                try:
+                    waiting_on = self.coroutine.throw(error)
+                except StopIteration:
+                    return
+                continue
+            try:
+                waiting_on = self.coroutine.send(None)
+            except StopIteration:
+                return
 
 
 class SharedStream:
@@ -171,7 +243,7 @@ class SharedStreams:
         *,
         schema: MediagraphSchema,
         context: Context,
-        send_next: Callable[[str], Awaitable[None]],
+        send_next: Callable[[str], Coroutine[Any, Any, None]],
         send_ending: Callable[[Ending], Awaitable[None]],
     ) -> None:
         """Feed one subscriber from the shared stream until the stream ends or the task is cancelled."""
@@ -179,18 +251,10 @@ class SharedStreams:
         if stream is None:
             stream = self._streams[key] = SharedStream(key, self._forget)
             stream.start(schema, context)
-        subscriber = Subscriber()
+        subscriber = Subscriber(send_next)
         stream.add(subscriber)
         try:
-            while True:
-                await subscriber.ready.wait()
-                subscriber.ready.clear()
-                payload, subscriber.pending = subscriber.pending, None
-                if payload is not None:
-                    await send_next(payload)
-                if subscriber.ending is not None and subscriber.pending is None:
-                    await send_ending(subscriber.ending)
-                    return
+            await subscriber.deliver(send_ending)
         finally:
             stream.remove(subscriber)
 
