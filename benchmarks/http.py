@@ -25,12 +25,13 @@ from benchmarks.servers import install_postgraphile, mediagraph_server, postgrap
 from benchmarks.wrk import INSTALL_HINT, LoadResult, run_wrk, write_bodies, wrk_path
 from mediagraph.ids import to_global_id
 
-# The listing each side pages through. With the views domain merged, mediagraph's
-# becomes `mediaList(sort: VIEWS, first: $first, after: $after)`.
-MEDIAGRAPH_LIST = "mediaList(first: $first, after: $after)"
+# The listing each side pages through: by view count, most viewed first. mediagraph's
+# also tracks the session's served items to report the omitted ones on later pages.
+MEDIAGRAPH_LIST = "mediaList(sort: VIEWS, first: $first, after: $after)"
 POSTGRAPHILE_LIST = "allMedia(first: $first, after: $after, orderBy: [VIEW_COUNT_DESC, ID_DESC])"
-# Counts on each media item; mediagraph's (`viewCount likeCount`) arrive with the views and likes domains.
-MEDIAGRAPH_COUNTS = ""
+# Counts on each media item: mediagraph's are live (flushed plus pending views) and carry
+# likes too; PostGraphile's is the column.
+MEDIAGRAPH_COUNTS = "viewCount likeCount"
 POSTGRAPHILE_COUNTS = "viewCount"
 
 PAGE_SIZE = 20
