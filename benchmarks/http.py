@@ -121,7 +121,7 @@ def run(options: Options) -> None:
                     log=folder / "mediagraph.log",
                 )
             )
-            targets = [_target("mediagraph", f"{base}/graphql", folder, ids, options.page_depth)]
+            targets = [_target("mediagraph", f"{base}/graphql", folder, ids, options)]
             if executable is not None:
                 url = stack.enter_context(
                     postgraphile_server(
@@ -131,7 +131,7 @@ def run(options: Options) -> None:
                         log=folder / "postgraphile.log",
                     )
                 )
-                targets.append(_target("PostGraphile", url, folder, ids, options.page_depth))
+                targets.append(_target("PostGraphile", url, folder, ids, options))
             else:
                 console.print("[yellow]PostGraphile is unavailable: measuring mediagraph alone, without ratios.[/]")
             try:
@@ -144,10 +144,15 @@ def run(options: Options) -> None:
     _report(results, targets, options)
 
 
-def _target(name: str, url: str, folder: Path, ids: list[int], page_depth: int) -> Target:
+def _target(name: str, url: str, folder: Path, ids: list[int], options: Options) -> Target:
     is_mediagraph = name == "mediagraph"
     list_field = MEDIAGRAPH_LIST if is_mediagraph else POSTGRAPHILE_LIST
-    cursors = asyncio.run(_walk_cursors(url, list_field, "String" if is_mediagraph else "Cursor", page_depth))
+    cursor_type = "String" if is_mediagraph else "Cursor"
+    # One scrolling session per connection, as that many readers would have: mediagraph's
+    # cursors carry a pagination session, and one session's pages are served one at a
+    # time. Page-major order keeps the requests in flight on different sessions.
+    walks = asyncio.run(_walk_sessions(url, list_field, cursor_type, options.page_depth, options.connections))
+    cursors = [walk[page] for page in range(max(map(len, walks))) for walk in walks if page < len(walk)]
     bodies: dict[str, Path] = {}
     for workload in WORKLOADS:
         query = workload.mediagraph if is_mediagraph else workload.postgraphile
@@ -162,8 +167,14 @@ def _target(name: str, url: str, folder: Path, ids: list[int], page_depth: int) 
     return Target(name, url, bodies)
 
 
+async def _walk_sessions(
+    url: str, list_field: str, cursor_type: str, pages: int, sessions: int
+) -> list[list[str | None]]:
+    return list(await asyncio.gather(*(_walk_cursors(url, list_field, cursor_type, pages) for _ in range(sessions))))
+
+
 async def _walk_cursors(url: str, list_field: str, cursor_type: str, pages: int) -> list[str | None]:
-    """The cursor before each of the first `pages` pages, fetched from the server itself."""
+    """The cursor before each of the first `pages` pages of one session, fetched from the server itself."""
     query = f"query($first: Int, $after: {cursor_type}) {{ {list_field} {{ pageInfo {{ hasNextPage endCursor }} }} }}"
     field = list_field.split("(")[0]
     cursors: list[str | None] = [None]

@@ -42,6 +42,22 @@ INLINE_LIMIT = 100
 
 Item = MediaPageSessionItem
 
+# One statement text whatever the number of items: a multi-row VALUES insert is compiled
+# anew for every page, which profiled as a fifth of a page's time.
+RECORD_DELIVERED = text(
+    "INSERT INTO media_page_session_items (session_id, media_id, seq) "
+    "SELECT :session_id, delivered.media_id, :first_seq + delivered.position - 1 "
+    "FROM unnest(CAST(:media_ids AS bigint[])) WITH ORDINALITY AS delivered(media_id, position) "
+    "ON CONFLICT DO NOTHING"
+)
+
+
+async def _record_delivered(session: AsyncSession, session_id: int, first_seq: int, media_ids: list[int]) -> None:
+    if media_ids:
+        await session.execute(
+            RECORD_DELIVERED, {"session_id": session_id, "first_seq": first_seq, "media_ids": media_ids}
+        )
+
 
 class MediaSort(Enum):
     NEWEST = "NEWEST"
@@ -170,17 +186,7 @@ async def _next_page(
         cut_short = len(omitted) > omitted_limit
         omitted = omitted[:omitted_limit]
         delivered = omitted + page[:limit]
-        if delivered:
-            await session.execute(
-                insert(Item)
-                .values(
-                    [
-                        {"session_id": cursor.session_id, "media_id": media.id, "seq": cursor.served + at}
-                        for at, media in enumerate(delivered)
-                    ]
-                )
-                .on_conflict_do_nothing()
-            )
+        await _record_delivered(session, cursor.session_id, cursor.served, [media.id for media in delivered])
         await session.commit()
     _prime(context, delivered)
 
@@ -232,11 +238,7 @@ async def _resume_session(session: AsyncSession, context: Context, sort: MediaSo
             .values(id=session_id, sort=sort.value, created_at=snowflake_time(session_id), last_used_at=now)
             .on_conflict_do_update(index_elements=["id"], set_={"last_used_at": now})
         )
-        await session.execute(
-            insert(Item)
-            .values([{"session_id": session_id, "media_id": m, "seq": at} for at, m in enumerate(cursor.inline)])
-            .on_conflict_do_nothing()
-        )
+        await _record_delivered(session, session_id, 0, list(cursor.inline))
     else:
         ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
         touched = await session.execute(
