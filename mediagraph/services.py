@@ -18,6 +18,7 @@ from mediagraph.db.engines import Databases
 from mediagraph.db.routing import RoutingWatcher
 from mediagraph.ids import SnowflakeGenerator
 from mediagraph.keys import KeySpace
+from mediagraph.redis_pool import redis_client
 from mediagraph.settings import Settings
 from mediagraph.storage import Storage
 from mediagraph.storage.local import LocalStorage
@@ -44,7 +45,7 @@ class Services:
         keys = KeySpace(settings.redis_prefix)
         databases = Databases(endpoints, settings)
         await databases.start()
-        bus = EventBus(endpoints.redis_url, keys)
+        bus = EventBus(endpoints.redis_url, keys, max_connections=settings.redis_max_connections)
         await bus.connect()
         routing = RoutingWatcher(databases, bus, refresh_seconds=settings.routing_refresh_seconds)
         routing.start()
@@ -52,7 +53,7 @@ class Services:
             settings=settings,
             endpoints=endpoints,
             databases=databases,
-            redis=Redis.from_url(endpoints.redis_url, socket_timeout=5, socket_connect_timeout=5),
+            redis=redis_client(endpoints.redis_url, max_connections=settings.redis_max_connections),
             keys=keys,
             bus=bus,
             storage=LocalStorage(settings.media_dir),

@@ -133,6 +133,8 @@ class Settings(BaseSettings):
     # so a few carry the load; more only adds PostgreSQL backends competing for the CPUs,
     # which showed as a long latency tail when PostgreSQL shares the machine.
     read_pool_size: int = 3
+    # Redis connections per process; a burst beyond them waits for one (redis_pool.py).
+    redis_max_connections: int = Field(default=100, ge=1)
 
     @field_validator("shard_urls", mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from mediagraph.dataloaders.views import live_view_totals
 from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream
 from mediagraph.ids import from_global_id
 from mediagraph.workers import views as worker
+from tests.support.apps import app_with
 from tests.support.factories import create_media, create_user, record_views, unique_name
 from tests.support.servers import free_port
 
@@ -204,3 +205,11 @@ async def test_view_counts_fall_back_to_the_database_when_redis_is_down(http, gq
     finally:
         await unreachable.aclose()
     assert await live_view_totals(services, services.databases.main_session, [raw_id]) == {raw_id: 5}
+
+
+async def test_a_burst_beyond_the_redis_pool_waits_for_connections_instead_of_failing(http, gql, settings):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    async with app_with(settings, redis_max_connections=2) as (_, small_pool):
+        counted = await record_views(small_pool.http, media_id=media["id"], count=400, concurrency=400)
+    assert counted == 400

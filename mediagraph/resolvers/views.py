@@ -62,7 +62,8 @@ async def record_view(context: Context, *, media_id: int) -> RecordedView:
             dedupe_seconds=context.settings.view_dedupe_seconds,
             push_hold_ms=live.push_hold_ms(services),
         )
-    except (RedisError, OSError):
+    except (RedisError, OSError) as error:
+        log.warning("a view could not be counted: %r", error)
         raise ServiceUnavailable("Views cannot be counted right now; try again shortly.") from None
     if outcome is Counted.YES_AND_ANNOUNCE:
         live.in_background(live.announce_while_counting(services, media_id))

@@ -18,6 +18,8 @@ from redis import asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from mediagraph.redis_pool import redis_client
+
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 2.0
@@ -27,9 +29,9 @@ CLOSE_TIMEOUT_SECONDS = 2.0
 
 
 class ResilientRedisBackend(BroadcastBackend):
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, max_connections: int = 100) -> None:
         self._url = url
-        self._publisher = aioredis.Redis.from_url(url)
+        self._publisher = redis_client(url, max_connections=max_connections)
         self._channels: set[str] = set()
         self._pubsub: Any = None
         self._queue: asyncio.Queue[Event] = asyncio.Queue()

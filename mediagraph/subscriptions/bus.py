@@ -69,8 +69,8 @@ class BoundedBroadcast(Broadcast):
 
 
 class EventBus:
-    def __init__(self, redis_url: str, keys: KeySpace) -> None:
-        self.backend = ResilientRedisBackend(redis_url)
+    def __init__(self, redis_url: str, keys: KeySpace, *, max_connections: int = 100) -> None:
+        self.backend = ResilientRedisBackend(redis_url, max_connections=max_connections)
         self._broadcast = BoundedBroadcast(backend=self.backend)
         self.keys = keys
 
