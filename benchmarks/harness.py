@@ -117,47 +117,13 @@ def _cell(value: object) -> str:
 @contextlib.contextmanager
 def live_server(settings: Settings, *args: str) -> Iterator[str]:
     """A real `mediagraph serve` process on these settings (no workers unless asked); yields its base URL."""
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
+    from benchmarks.servers import mediagraph_server
 
-    import httpx
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
-    env.update(
-        {
-            "MEDIAGRAPH_DATABASE_URL": settings.database_url,
-            "MEDIAGRAPH_SHARD_URLS": ",".join(settings.shard_urls),
-            "MEDIAGRAPH_REDIS_URL": settings.redis_url,
-            "MEDIAGRAPH_REDIS_PREFIX": settings.redis_prefix,
-            "MEDIAGRAPH_SECRET_KEY": settings.secret_key,
-            "MEDIAGRAPH_DATA_DIR": str(settings.data_dir),
-            "MEDIAGRAPH_NODE_ID": "900",
-        }
-    )
-    command = [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, *(args or ("--no-workers",))], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the benchmark's server did not start")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.2)
+    # The benchmark process makes ids too (its bulk rows): the server takes another node id.
+    server_settings = settings.model_copy(update={"node_id": 900})
+    log = WORK_DIR / f"server-{uuid.uuid4().hex[:6]}.log"
+    with mediagraph_server(server_settings, serve_options=list(args or ("--no-workers",)), log=log) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @dataclass

@@ -12,9 +12,6 @@ One run measures, side by side on the same data:
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -26,6 +23,7 @@ import httpx
 from sqlmodel import col, select
 
 from benchmarks.harness import WORK_DIR, Latency, bench_settings, bulk_media, console, report
+from benchmarks.servers import mediagraph_server
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.media import Media
 from mediagraph.ids import to_global_id
@@ -104,48 +102,9 @@ async def _prepare(settings: Settings, *, media: int) -> None:
 
 @contextmanager
 def _server(settings: Settings) -> Iterator[str]:
-    port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
-    env |= _endpoints(settings).as_environment() | {
-        "MEDIAGRAPH_REDIS_PREFIX": settings.redis_prefix,
-        "MEDIAGRAPH_DATA_DIR": str(settings.data_dir),
-        "MEDIAGRAPH_SECRET_KEY": settings.secret_key,
-        "MEDIAGRAPH_PLAYBACK_NEW_SESSIONS_PER_MINUTE": str(settings.playback_new_sessions_per_minute),
-        "MEDIAGRAPH_NODE_ID": "1",
-    }
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    with (WORK_DIR / f"playback-server-{port}.log").open("wb") as log:
-        command = [sys.executable, "-m", "mediagraph", "serve", "--no-workers", "--port", str(port)]
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            _wait_ready(process, base_url)
-            yield base_url
-        finally:
-            process.terminate()
-            process.wait(timeout=15)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_ready(process: subprocess.Popen[bytes], base_url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("the server exited; see benchmarks/.work/playback-server-*.log")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("the server did not become ready in 60 s")
+    log = WORK_DIR / f"playback-server-{uuid.uuid4().hex[:6]}.log"
+    with mediagraph_server(settings.model_copy(update={"node_id": 1}), serve_options=["--no-workers"], log=log) as base:
+        yield base
 
 
 async def _measure(

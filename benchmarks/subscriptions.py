@@ -30,9 +30,9 @@ import psutil
 from benchmarks.harness import WORK_DIR, Latency, bench_settings, bulk_media, console, report
 from benchmarks.servers import mediagraph_server
 from benchmarks.ws_client import Subscription
-from mediagraph.db.endpoints import Endpoints
+from mediagraph.cli.runtime import open_services
+from mediagraph.db.endpoints import configured_endpoints
 from mediagraph.ids import to_global_id
-from mediagraph.services import Services
 from mediagraph.settings import Settings
 
 SHARED = "subscription($id: ID!) { viewCount(mediaId: $id) { mediaId viewCount } }"
@@ -112,12 +112,8 @@ def _raise_open_file_limit() -> None:
 
 
 async def _media(settings: Settings, count: int) -> list[str]:
-    endpoints = Endpoints(settings.database_url, tuple(settings.shard_urls), settings.redis_url)
-    services = await Services.open(settings, endpoints)
-    try:
+    async with open_services(settings, configured_endpoints(settings)) as services:
         ids = await bulk_media(services, count)
-    finally:
-        await services.close()
     return [to_global_id("Media", media_id) for media_id in ids]
 
 

@@ -12,7 +12,7 @@ from mediagraph.resolvers.feed_events import FanoutKind, FanoutMessage
 from mediagraph.workers import feeds as fanout
 from tests.support.apps import app_with, private_prefix
 from tests.support.factories import create_post, create_user, follow, followed_author
-from tests.support.feeds import cached_newsfeed, first_page, post_ids, raw
+from tests.support.feeds import cached_newsfeed, drain_fanout, first_page, post_ids, raw
 
 WAIT_SECONDS = 90
 
@@ -160,8 +160,7 @@ async def test_deliveries_that_keep_failing_end_in_the_dead_letter_stream(retryi
     await fanout.ensure_group(services)
     before = await services.redis.xlen(fanout_dead_letters(services.keys))
     post = await create_post(gql, token=author_token, text="dead letter")
-    while await fanout.consume_once(services, "tests"):
-        pass
+    await drain_fanout(services)
     letters = await services.redis.xrange(fanout_dead_letters(services.keys))
     assert len(letters) == before + 1
     _, letter = letters[-1]
@@ -177,8 +176,7 @@ async def test_a_message_that_keeps_killing_its_consumers_is_dead_lettered(retry
     services, gql = retrying
     (author_token, _), [(_, reader)] = await _author_with_readers(gql, 1)
     await fanout.ensure_group(services)
-    while await fanout.consume_once(services, "tests"):
-        pass
+    await drain_fanout(services)
     post = await create_post(gql, token=author_token, text="poison")
     taken = await services.redis.xreadgroup(FANOUT_GROUP, "doomed-1", {fanout_stream(services.keys): ">"}, count=1)
     message_id = taken[0][1][0][0]
@@ -197,8 +195,7 @@ async def test_malformed_messages_are_dead_lettered(retrying):
     services, _ = retrying
     await fanout.ensure_group(services)
     await services.redis.xadd(fanout_stream(services.keys), {"kind": "post", "post_id": "not a number"})
-    while await fanout.consume_once(services, "tests"):
-        pass
+    await drain_fanout(services)
     _, letter = (await services.redis.xrange(fanout_dead_letters(services.keys)))[-1]
     assert letter[b"error"].startswith(b"malformed message")
     assert await _pending(services) == 0

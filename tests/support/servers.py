@@ -62,26 +62,18 @@ class LiveServers:
     def start(self, *args: str, **env: str) -> str:
         """Start `mediagraph serve` and return its base URL once it is ready."""
         port = free_port()
-        log = (self.folder / f"server-{port}.log").open("wb")
+        log = self.folder / f"server-{port}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
             env=self.environment(**env),
-            stdout=log,
+            stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
         )
+        process.log = log  # type: ignore[attr-defined]
         self.processes.append(process)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited: {(self.folder / f'server-{port}.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    return base
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not become ready in 60 s")
+        wait_ready(base, process, timeout=60)
+        return base
 
     def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
         """Run another `mediagraph` command against the test servers."""
