@@ -21,10 +21,10 @@ from benchmarks.harness import Latency, bench_settings, console, report
 from mediagraph import security
 from mediagraph.app import create_app
 from mediagraph.cursors import encode_cursor
-from mediagraph.db.comment_paths import encode_segment
+from mediagraph.db.comments.paths import encode_segment
 from mediagraph.db.media import Media
 from mediagraph.db.users import User
-from mediagraph.resolvers.comment_threads import THREAD_CURSOR
+from mediagraph.resolvers.comments.threads import THREAD_CURSOR
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 

@@ -26,8 +26,8 @@ from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.leaderboards import Leaderboard
 from mediagraph.db.users import User
 from mediagraph.ids import to_global_id
-from mediagraph.resolvers.leaderboard_periods import current_window
-from mediagraph.resolvers.leaderboard_store import Board
+from mediagraph.resolvers.leaderboards.periods import current_window
+from mediagraph.resolvers.leaderboards.store import Board
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 

@@ -14,8 +14,8 @@ from rich.progress import Progress
 
 from benchmarks.harness import Latency
 from mediagraph.ids import to_global_id
-from mediagraph.resolvers import leaderboard_store as store
-from mediagraph.resolvers.leaderboard_store import Board
+from mediagraph.resolvers.leaderboards import store
+from mediagraph.resolvers.leaderboards.store import Board
 
 LOAD_CHUNK = 5_000
 CHUNKS_PER_ROUND_TRIP = 10

@@ -22,7 +22,7 @@ from benchmarks.harness import Latency, Load, bench_settings, bulk_media, consol
 from mediagraph.cli.runtime import open_services
 from mediagraph.db.endpoints import configured_endpoints
 from mediagraph.resolvers.media import TagMatch
-from mediagraph.resolvers.views_pagination import MediaSort, SessionCursor, filter_signature, omitted_query
+from mediagraph.resolvers.views.pagination import MediaSort, SessionCursor, filter_signature, omitted_query
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers import views as worker

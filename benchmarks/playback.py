@@ -28,7 +28,7 @@ from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.media import Media
 from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import Entity, dirty_index_key, dirty_key, to_ms
-from mediagraph.keys.playback_scripts import Heartbeat, PlaybackScripts
+from mediagraph.keys.playback.scripts import Heartbeat, PlaybackScripts
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers.playback import roll_up_once

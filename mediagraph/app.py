@@ -21,8 +21,8 @@ from mediagraph.services import Services
 from mediagraph.serving.bodies import BodySizeLimit
 from mediagraph.serving.endpoint import GraphQLEndpoint
 from mediagraph.serving.memory import tune_for_serving
+from mediagraph.serving.sharing import SharedStreams
 from mediagraph.settings import Settings, get_settings
-from mediagraph.subscriptions.sharing import SharedStreams
 from mediagraph.workers import run_workers
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 from mediagraph.context import Context
 from mediagraph.errors import UserError
 from mediagraph.schema import MediagraphSchema
+from mediagraph.serving.sharing import Ending, SharedStreams
 from mediagraph.settings import Settings
-from mediagraph.subscriptions.sharing import Ending, SharedStreams
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):

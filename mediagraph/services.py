@@ -15,14 +15,14 @@ from redis.asyncio import Redis
 from mediagraph.db.base import utcnow
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.engines import Databases
-from mediagraph.db.routing import RoutingWatcher
+from mediagraph.db.shards.routing import RoutingWatcher
 from mediagraph.ids import SnowflakeGenerator
 from mediagraph.keys import KeySpace
+from mediagraph.pubsub.bus import EventBus
 from mediagraph.redis_pool import redis_client
 from mediagraph.settings import Settings
 from mediagraph.storage import Storage
 from mediagraph.storage.local import LocalStorage
-from mediagraph.subscriptions.bus import EventBus
 
 
 @dataclass

@@ -8,7 +8,7 @@ from collections import deque
 
 from sqlalchemy import text
 
-from mediagraph.db.shard_moves import ShardMove, move_logical_shard
+from mediagraph.db.shards.moves import ShardMove, move_logical_shard
 from mediagraph.ids import decode_id
 from mediagraph.resolvers.nicknames import shard_offsets
 from tests.support.comments import raw_comment_ref, raw_media_id, seed_root_comments, shard_execute

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from mediagraph.db.feeds import FeedOutbox
 from mediagraph.ids import decode_id
 from mediagraph.keys.feeds import Entry, author_feed
-from mediagraph.resolvers import feed_events
+from mediagraph.resolvers.feeds import events as feed_events
 from tests.support.apps import app_with, private_prefix
 from tests.support.factories import create_post, create_user, follow, followed_author
 from tests.support.feeds import cached_newsfeed, drain_fanout, first_page, newsfeed_ids, post_ids, raw

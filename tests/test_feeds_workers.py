@@ -8,7 +8,7 @@ import pytest
 
 from mediagraph.ids import decode_id
 from mediagraph.keys.feeds import FANOUT_GROUP, FeedCache, fanout_dead_letters, fanout_stream, newsfeed
-from mediagraph.resolvers.feed_events import FanoutKind, FanoutMessage
+from mediagraph.resolvers.feeds.events import FanoutKind, FanoutMessage
 from mediagraph.workers import feeds as fanout
 from tests.support.apps import app_with, private_prefix
 from tests.support.factories import create_post, create_user, follow, followed_author

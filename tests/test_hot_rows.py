@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from mediagraph.db.hot import HotRows
+from mediagraph.db.hot_rows import HotRows
 from mediagraph.ids import decode_id
 from tests.support.factories import create_media, create_user
 

@@ -10,7 +10,7 @@ import pytest
 from mediagraph.db.leaderboards import Leaderboard, Period, Submission, record_scores
 from mediagraph.ids import decode_id
 from mediagraph.keys.leaderboards import board_keys
-from mediagraph.resolvers.leaderboard_periods import parse_window, window_of_day
+from mediagraph.resolvers.leaderboards.periods import parse_window, window_of_day
 from tests.support.factories import create_user, define_leaderboard, service_token, submit_score
 from tests.test_leaderboards import BOARD, ENTRY, ranking
 

@@ -12,7 +12,7 @@ from sqlmodel import col
 from mediagraph.db.playback import PlaybackBucket, PlaybackTotal
 from mediagraph.ids import decode_id
 from mediagraph.keys.playback import Counter, Entity, Granularity, bucket_index, dirty_index_key, domain_pattern, to_ms
-from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts
+from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts
 from mediagraph.workers import playback as worker
 from tests.support.playback import (
     REPORT,

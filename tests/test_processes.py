@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mediagraph.serving.processes import process_settings
+from mediagraph.cli.processes import process_settings
 from mediagraph.settings import Settings
 from tests.support.servers import free_port, wait_ready
 
@@ -145,7 +145,7 @@ def test_each_process_gets_its_own_node_id_and_only_the_first_runs_workers():
 
 
 def test_recommended_processes_leave_a_core_to_a_local_postgresql():
-    from mediagraph.serving.processes import recommended_processes
+    from mediagraph.cli.processes import recommended_processes
 
     assert recommended_processes("postgresql://postgres@127.0.0.1:5432/db", cores=2) == 1
     assert recommended_processes("postgresql+asyncpg://postgres@/db?host=/tmp/pg", cores=4) == 3

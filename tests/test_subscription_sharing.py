@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 
 from mediagraph.resolvers import views as view_resolvers
-from mediagraph.subscriptions.sharing import COMPLETE, Ending, Subscriber
+from mediagraph.serving.sharing import COMPLETE, Ending, Subscriber
 from tests.support.factories import create_media, create_user, record_views
 from tests.support.graphql import WebSocketClient
 from tests.support.servers import free_port

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from mediagraph.dataloaders.views import view_buffer
 from mediagraph.ids import EPOCH_MS, NODE_BITS, SEQUENCE_BITS, from_global_id
 from mediagraph.resolvers.media import TagMatch
-from mediagraph.resolvers.views_pagination import MediaSort, SessionCursor, filter_signature
+from mediagraph.resolvers.views.pagination import MediaSort, SessionCursor, filter_signature
 from mediagraph.workers import views as worker
 from tests.support.factories import create_media, create_user, record_views, unique_name
 

@@ -154,7 +154,7 @@ def http(
 ) -> None:
     """mediagraph against PostGraphile under wrk: media by id, a 20-item page, 20 media with uploaders."""
     from benchmarks import http as benchmark
-    from mediagraph.serving.processes import recommended_processes
+    from mediagraph.cli.processes import recommended_processes
     from mediagraph.settings import get_settings
 
     if processes is None:

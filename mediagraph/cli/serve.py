@@ -38,7 +38,7 @@ def serve(
     http: Annotated[HTTPParser, typer.Option(help="HTTP parser.")] = HTTPParser.httptools,
 ) -> None:
     """Serve GraphQL (and GraphiQL) with PostgreSQL and Redis, embedded when none is configured."""
-    from mediagraph.serving.processes import ServerOptions, run_server, serve_processes
+    from mediagraph.cli.processes import ServerOptions, run_server, serve_processes
 
     configure_logging()
     signal.signal(signal.SIGTERM, _exit_cleanly)

@@ -39,7 +39,7 @@ def move(
 async def _move(
     settings: Settings, endpoints: Endpoints, *, logical: int, target: int, batch: int, grace: float | None
 ) -> None:
-    from mediagraph.db.shard_moves import MoveRefused, move_logical_shard
+    from mediagraph.db.shards.moves import MoveRefused, move_logical_shard
 
     async with open_services(settings, endpoints) as services:
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

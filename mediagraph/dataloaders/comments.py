@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from mediagraph.context import Context
 from mediagraph.dataloaders.base import Loader
-from mediagraph.db import comment_store
-from mediagraph.db.comment_store import ThreadWindow, WindowKey
 from mediagraph.db.comments import Comment
-from mediagraph.db.residency import read_shard
+from mediagraph.db.comments import store as comment_store
+from mediagraph.db.comments.store import ThreadWindow, WindowKey
+from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import ServiceUnavailable
 
 K = TypeVar("K")

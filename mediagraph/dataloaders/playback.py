@@ -12,7 +12,7 @@ from sqlmodel import col
 from mediagraph.dataloaders.base import Loader
 from mediagraph.db.playback import PlaybackTotal
 from mediagraph.keys.playback import Counter, Entity
-from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts
+from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)

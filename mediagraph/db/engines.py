@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import (
 
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.reads import ReadPool
-from mediagraph.db.router import ShardRouter
+from mediagraph.db.shards.router import ShardRouter
 from mediagraph.settings import Settings
 
 

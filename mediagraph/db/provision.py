@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from mediagraph.db.endpoints import Endpoints
-from mediagraph.db.residency import seed_residency
+from mediagraph.db.shards.residency import seed_residency
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

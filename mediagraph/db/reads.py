@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from mediagraph.db.hot import HotRows
+from mediagraph.db.hot_rows import HotRows
 from mediagraph.db.rows import Where
 from mediagraph.ids import MAX_ID
 from mediagraph.settings import Settings

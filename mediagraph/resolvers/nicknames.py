@@ -19,11 +19,11 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from mediagraph.db import comment_nicknames
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import Comment, NicknameOffset
+from mediagraph.db.comments import nicknames as comment_nicknames
 from mediagraph.db.nicknames import NicknameLog, NicknameLogQueue
-from mediagraph.db.residency import on_physical_shard, read_shard
+from mediagraph.db.shards.residency import on_physical_shard, read_shard
 from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.services import Services

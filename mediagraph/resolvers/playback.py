@@ -40,7 +40,7 @@ from mediagraph.keys.playback import (
     live_key,
     to_ms,
 )
-from mediagraph.keys.playback_scripts import (
+from mediagraph.keys.playback.scripts import (
     Heartbeat,
     LiveCount,
     PlaybackScripts,

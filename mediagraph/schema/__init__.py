@@ -16,8 +16,8 @@ from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscri
 from mediagraph.schema.extensions import CachedDocuments, CloseOperationSession, coded, is_internal
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.hot import HotQueries
-from mediagraph.schema.leaderboard_live import LeaderboardSubscriptions
 from mediagraph.schema.leaderboards import LeaderboardDefinition, LeaderboardMutations, LeaderboardQueries
+from mediagraph.schema.leaderboards.live import LeaderboardSubscriptions
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions

@@ -14,7 +14,7 @@ from mediagraph.ids import decode_id, decode_ids, to_global_id
 from mediagraph.resolvers import comments as resolvers
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import users as user_resolvers
-from mediagraph.resolvers.comment_threads import NumberedPage
+from mediagraph.resolvers.comments.threads import NumberedPage
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 

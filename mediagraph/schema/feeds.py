@@ -12,8 +12,8 @@ from mediagraph.db.feeds import Post as PostRow
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import feeds as resolvers
-from mediagraph.resolvers import follows as follow_resolvers
-from mediagraph.resolvers import posts as post_resolvers
+from mediagraph.resolvers.feeds import follows as follow_resolvers
+from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.resolvers.media import media_by_id
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.users import user_by_id

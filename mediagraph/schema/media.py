@@ -13,14 +13,14 @@ from mediagraph.dataloaders.media import BookmarkedByViewerLoader
 from mediagraph.db.media import Media as MediaRow
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity
-from mediagraph.resolvers import comment_threads as comment_reads
 from mediagraph.resolvers import comments as comment_resolvers
 from mediagraph.resolvers import media as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers import views as view_resolvers
+from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
-from mediagraph.resolvers.views_pagination import MediaSort, ranked_media_list
+from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 
 if TYPE_CHECKING:

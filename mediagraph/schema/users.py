@@ -10,11 +10,11 @@ from mediagraph.context import Context
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import Entity
-from mediagraph.resolvers import comment_threads as comment_reads
-from mediagraph.resolvers import follows as follow_resolvers
 from mediagraph.resolvers import media as media_resolvers
-from mediagraph.resolvers import posts as post_resolvers
 from mediagraph.resolvers import users as resolvers
+from mediagraph.resolvers.comments import threads as comment_reads
+from mediagraph.resolvers.feeds import follows as follow_resolvers
+from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.relay import Node, register_node
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from mediagraph.context import Context
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import views as resolvers
 from mediagraph.schema.media import Media
-from mediagraph.subscriptions.sharing import SHARED_STATE
+from mediagraph.serving.sharing import SHARED_STATE
 
 
 @strawberry.type

@@ -41,8 +41,8 @@ from mediagraph.keys.feeds import (
     newsfeed,
     newsfeed_channel,
 )
-from mediagraph.resolvers import feed_events
-from mediagraph.resolvers.feed_events import REDIS_ERRORS, FanoutKind, FanoutMessage, fanout_payload
+from mediagraph.resolvers.feeds import events as feed_events
+from mediagraph.resolvers.feeds.events import REDIS_ERRORS, FanoutKind, FanoutMessage, fanout_payload
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from sqlmodel import col
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import CommentTombstone
-from mediagraph.db.residency import read_shard
+from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import ServiceUnavailable
 from mediagraph.resolvers.nicknames import prune_logs, repair_unconfirmed, replay_shard
 from mediagraph.services import Services

@@ -38,7 +38,7 @@ from mediagraph.keys.playback import (
     to_ms,
     watched_key,
 )
-from mediagraph.keys.playback_scripts import CounterValue, PlaybackScripts, RawCounter, value_of
+from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts, RawCounter, value_of
 from mediagraph.services import Services
 
 NAME = "playback"

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlmodel import col
 
-from mediagraph.db.comment_paths import encode_segment
 from mediagraph.db.comments import Comment
+from mediagraph.db.comments.paths import encode_segment
 from mediagraph.ids import decode_id, decode_ids
 from mediagraph.services import Services
 

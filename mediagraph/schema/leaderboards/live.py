@@ -10,8 +10,8 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import leaderboards as resolvers
+from mediagraph.resolvers.leaderboards.live import EntryState, TopState
 from mediagraph.schema.leaderboards import LeaderboardEntry
-from mediagraph.subscriptions.leaderboards import EntryState, TopState
 
 
 @strawberry.type(description="The top of a leaderboard's current period, pushed whenever it changes.")

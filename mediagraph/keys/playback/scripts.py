@@ -35,7 +35,7 @@ from mediagraph.keys.playback import (
     session_claim_key,
     session_key,
 )
-from mediagraph.keys.playback_lua import CLAIM, FORGET_COPIED, HEARTBEAT, SWEEP
+from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, HEARTBEAT, SWEEP
 
 
 @dataclass(frozen=True)

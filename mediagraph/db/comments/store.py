@@ -13,8 +13,8 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
-from mediagraph.db.comment_paths import descendants_upper_bound
 from mediagraph.db.comments import NEXT_REVISION, Comment, CommentCount
+from mediagraph.db.comments.paths import descendants_upper_bound
 
 COMMENT_COLUMNS = tuple(column.name for column in Comment.__table__.columns if column.name != "revision")  # type: ignore[attr-defined]
 

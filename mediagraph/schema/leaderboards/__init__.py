@@ -11,11 +11,10 @@ from mediagraph.db.leaderboards import Leaderboard as LeaderboardRow
 from mediagraph.db.leaderboards import Period, ScoreOperator, SortOrder
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import decode_id, snowflake_time, to_global_id
-from mediagraph.resolvers import leaderboard_definitions as definitions
 from mediagraph.resolvers import leaderboards as resolvers
 from mediagraph.resolvers import users as user_resolvers
-from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
-from mediagraph.resolvers.leaderboards import Accepted
+from mediagraph.resolvers.leaderboards import Accepted, definitions
+from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
 

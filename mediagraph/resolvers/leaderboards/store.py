@@ -17,8 +17,7 @@ from redis.exceptions import RedisError
 from mediagraph.db.leaderboards import Leaderboard, ScoreRecord, SortOrder, score_records
 from mediagraph.errors import ServiceUnavailable
 from mediagraph.keys.leaderboards import BoardKeys, board_changed_channel, board_keys
-from mediagraph.resolvers.leaderboard_periods import PeriodWindow
-from mediagraph.resolvers.leaderboard_scripts import (
+from mediagraph.keys.leaderboards.lua import (
     apply_script,
     around_script,
     entries_script,
@@ -26,6 +25,7 @@ from mediagraph.resolvers.leaderboard_scripts import (
     range_script,
     release_lock_script,
 )
+from mediagraph.resolvers.leaderboards.periods import PeriodWindow
 from mediagraph.services import Services
 
 T = TypeVar("T")

@@ -25,8 +25,8 @@ from sqlmodel import col
 from mediagraph.db.base import utcnow
 from mediagraph.db.feeds import FeedEventKind, FeedOutbox, recent_posts
 from mediagraph.keys.feeds import Entry, FeedCache, author_feed, fanout_stream, newsfeed, newsfeed_channel
+from mediagraph.pubsub.bus import wire_payload
 from mediagraph.services import Services
-from mediagraph.subscriptions.bus import wire_payload
 
 log = logging.getLogger(__name__)
 

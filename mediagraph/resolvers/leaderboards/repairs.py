@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from mediagraph.db.leaderboards import ScoreRecord
-from mediagraph.resolvers.leaderboard_store import Board, apply
+from mediagraph.resolvers.leaderboards.store import Board, apply
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)

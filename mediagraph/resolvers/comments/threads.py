@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.comments import ThreadWindowByMediaLoader
-from mediagraph.db import comment_store
-from mediagraph.db.comment_paths import is_valid
 from mediagraph.db.comments import Comment
-from mediagraph.db.residency import read_shard
+from mediagraph.db.comments import store as comment_store
+from mediagraph.db.comments.paths import is_valid
+from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import BadUserInput
 from mediagraph.ids import MAX_ID
 from mediagraph.resolvers.pagination import Page

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from mediagraph.db.feeds import Post
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache
-from mediagraph.resolvers.feed_events import REDIS_ERRORS
+from mediagraph.resolvers.feeds.events import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 

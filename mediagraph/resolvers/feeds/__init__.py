@@ -21,8 +21,8 @@ from mediagraph.db.feeds import Post, follow_counts, followed_posts, followee_ch
 from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache, author_feed, newsfeed
+from mediagraph.resolvers.feeds.timelines import read_posts
 from mediagraph.resolvers.pagination import Page
-from mediagraph.resolvers.timelines import read_posts
 from mediagraph.schema.relay import page_size
 from mediagraph.subscriptions.feeds import newsfeed_post_ids
 

@@ -14,10 +14,10 @@ from mediagraph.db.feeds import POST_MAX_CHARACTERS, FeedEventKind, Post, older_
 from mediagraph.errors import Forbidden, NotFound
 from mediagraph.ids import snowflake_time
 from mediagraph.keys.feeds import COMPLETE, Entry, FeedCache, author_feed
-from mediagraph.resolvers import feed_events
+from mediagraph.resolvers.feeds import events as feed_events
+from mediagraph.resolvers.feeds.timelines import read_posts
 from mediagraph.resolvers.media import require_media
 from mediagraph.resolvers.pagination import Page
-from mediagraph.resolvers.timelines import read_posts
 from mediagraph.schema.relay import page_size
 
 AUTHOR_CURSOR = "posts:author"

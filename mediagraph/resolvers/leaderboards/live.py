@@ -23,11 +23,11 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import Leaderboard
 from mediagraph.db.users import User
 from mediagraph.keys.leaderboards import board_changed_channel
+from mediagraph.keys.leaderboards.lua import entries_script, range_script
 from mediagraph.lua import run_pipeline
-from mediagraph.resolvers import leaderboard_store as store
-from mediagraph.resolvers.leaderboard_periods import current_window
-from mediagraph.resolvers.leaderboard_scripts import entries_script, range_script
-from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
+from mediagraph.resolvers.leaderboards import store
+from mediagraph.resolvers.leaderboards.periods import current_window
+from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)

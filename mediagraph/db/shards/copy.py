@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
 from mediagraph.db.comments import NEXT_REVISION, Comment, CommentCount, CommentTombstone, NicknameOffset
-from mediagraph.db.residency import fence, hosts
+from mediagraph.db.shards.residency import fence, hosts
 
 COMMENTS: Table = Comment.__table__  # type: ignore[attr-defined]
 COUNTS: Table = CommentCount.__table__  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from typing import Any
 
 from mediagraph.db.engines import Databases
 from mediagraph.keys.shards import shard_routing_channel
-from mediagraph.subscriptions.bus import EventBus
+from mediagraph.pubsub.bus import EventBus
 
 log = logging.getLogger(__name__)
 

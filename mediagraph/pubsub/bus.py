@@ -18,7 +18,7 @@ import orjson
 from broadcaster import Broadcast, Event
 
 from mediagraph.keys import KeySpace
-from mediagraph.subscriptions.backend import ResilientRedisBackend
+from mediagraph.pubsub.backend import ResilientRedisBackend
 
 # Events a subscriber may fall behind by before the oldest are dropped.
 DEFAULT_KEEP = 256

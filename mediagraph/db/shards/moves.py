@@ -23,9 +23,8 @@ from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
-from mediagraph.db.residency import fence, hosts, lock_routing
-from mediagraph.db.routing import announce_routing_change
-from mediagraph.db.shard_copy import (
+from mediagraph.db.shards import HostedLogicalShard, ShardMapping
+from mediagraph.db.shards.copy import (
     COMMENTS,
     Progress,
     SourceGone,
@@ -37,7 +36,8 @@ from mediagraph.db.shard_copy import (
     read_offsets,
     unified_offsets,
 )
-from mediagraph.db.shards import HostedLogicalShard, ShardMapping
+from mediagraph.db.shards.residency import fence, hosts, lock_routing
+from mediagraph.db.shards.routing import announce_routing_change
 from mediagraph.services import Services
 
 MOVE_LOCK_NAMESPACE = 0x5A4F

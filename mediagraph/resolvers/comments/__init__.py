@@ -26,12 +26,12 @@ from sqlmodel import col
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.dataloaders.comments import CommentByIdLoader, ThreadWindowByMediaLoader
-from mediagraph.db import comment_store
 from mediagraph.db.base import utcnow
-from mediagraph.db.comment_paths import LevelFull, next_child_path
-from mediagraph.db.comment_store import COMMENT_COLUMNS
 from mediagraph.db.comments import MAX_DEPTH, Comment
-from mediagraph.db.residency import on_logical_shard, read_shard
+from mediagraph.db.comments import store as comment_store
+from mediagraph.db.comments.paths import LevelFull, next_child_path
+from mediagraph.db.comments.store import COMMENT_COLUMNS
+from mediagraph.db.shards.residency import on_logical_shard, read_shard
 from mediagraph.db.users import User
 from mediagraph.errors import BadUserInput, Conflict, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement

@@ -15,15 +15,15 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import Leaderboard, OutOfBounds, ScoreOperator, Submission, record_scores
 from mediagraph.errors import BadUserInput, NotFound
 from mediagraph.ids import to_global_id
-from mediagraph.resolvers import leaderboard_store as store
-from mediagraph.resolvers.leaderboard_definitions import definition_by_name, finite, require_definition
-from mediagraph.resolvers.leaderboard_periods import current_window, parse_window
-from mediagraph.resolvers.leaderboard_repairs import repairs
-from mediagraph.resolvers.leaderboard_store import Board, RankedEntry
+from mediagraph.resolvers.leaderboards import store
+from mediagraph.resolvers.leaderboards.definitions import definition_by_name, finite, require_definition
+from mediagraph.resolvers.leaderboards.live import EntryState, TopState, Watch, tickers
+from mediagraph.resolvers.leaderboards.periods import current_window, parse_window
+from mediagraph.resolvers.leaderboards.repairs import repairs
+from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import page_size
 from mediagraph.services import Services
-from mediagraph.subscriptions.leaderboards import EntryState, TopState, Watch, tickers
 
 MAX_RADIUS = 50
 
