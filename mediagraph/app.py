@@ -13,15 +13,15 @@ from starlette.types import Receive, Scope, Send
 
 from mediagraph.db.provision import provision
 from mediagraph.embedded import resolve_endpoints
-from mediagraph.graphql_app import GraphQLApp
 from mediagraph.routes.content import media_content
 from mediagraph.routes.health import healthz, readyz
-from mediagraph.schema import build_schema
 from mediagraph.services import Services
 from mediagraph.serving.bodies import BodySizeLimit
 from mediagraph.serving.endpoint import GraphQLEndpoint
 from mediagraph.serving.memory import tune_for_serving
+from mediagraph.serving.schema import build_schema
 from mediagraph.serving.sharing import SharedStreams
+from mediagraph.serving.view import GraphQLApp
 from mediagraph.settings import Settings, get_settings
 from mediagraph.workers import run_workers
 

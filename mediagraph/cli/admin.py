@@ -25,7 +25,7 @@ def migrate() -> None:
 
 def schema() -> None:
     """Print the public schema as SDL."""
-    from mediagraph.schema import build_schema
+    from mediagraph.serving.schema import build_schema
 
     print(build_schema().as_str())  # noqa: T201 - the SDL is this command's output
 

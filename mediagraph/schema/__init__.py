@@ -1,19 +1,15 @@
-"""The public schema: each domain's queries, mutations and subscriptions merged into one."""
+"""The public schema's types: each domain's queries, mutations and subscriptions merged into one.
+
+The executable schema (error codes, the document cache) is built from them in `serving/schema.py`.
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncGenerator
 from typing import Any
 
-import strawberry
-from graphql import ExecutionResult as GraphQLExecutionResult
-from graphql import GraphQLError
 from strawberry.tools import merge_types
-from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
-from mediagraph.schema.extensions import CachedDocuments, CloseOperationSession, coded, is_internal
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.hot import HotQueries
 from mediagraph.schema.leaderboards import LeaderboardDefinition, LeaderboardMutations, LeaderboardQueries
@@ -23,10 +19,6 @@ from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
 from mediagraph.schema.users import User, UserMutations, UserQueries
 from mediagraph.schema.views import ViewsMutations, ViewsSubscriptions
-from mediagraph.serving.documents import DocumentCache
-from mediagraph.settings import Settings, get_settings
-
-log = logging.getLogger("mediagraph.errors")
 
 Query = merge_types(
     "Query",
@@ -57,53 +49,3 @@ Subscription = merge_types(
 )
 
 NODE_TYPES: list[Any] = [User, Media, Comment, Post, LeaderboardDefinition]
-
-
-class MediagraphSchema(strawberry.Schema):
-    # Parsed and validated documents, shared by the HTTP fast path and Strawberry's own path.
-    documents: DocumentCache
-
-    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
-        # Codes are applied to the final result rather than in an extension hook:
-        # errors raised while an extension runs (token limits, parsing) skip the hooks.
-        result = await super().execute(*args, **kwargs)
-        if result.errors:
-            result.errors = [coded(error) for error in result.errors]
-        return result
-
-    async def subscribe(self, *args: Any, **kwargs: Any) -> Any:
-        result = await super().subscribe(*args, **kwargs)
-        if isinstance(result, ExecutionResult | GraphQLExecutionResult):
-            if result.errors:
-                result.errors = [coded(error) for error in result.errors]
-            return result
-        return _coded_stream(result)
-
-    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
-        # User errors are answers, not incidents: only unexpected failures are logged.
-        for error in errors:
-            if is_internal(error):
-                log.error("internal error", exc_info=error.original_error)
-
-
-def build_schema(settings: Settings | None = None) -> MediagraphSchema:
-    settings = settings or get_settings()
-    schema = MediagraphSchema(
-        query=Query,
-        mutation=Mutation,
-        subscription=Subscription,
-        types=NODE_TYPES,
-        extensions=[CloseOperationSession, CachedDocuments],
-    )
-    schema.documents = DocumentCache(schema._schema, settings)
-    return schema
-
-
-async def _coded_stream(results: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
-    try:
-        async for result in results:
-            if result.errors:
-                result.errors = [coded(error) for error in result.errors]
-            yield result
-    finally:
-        await results.aclose()

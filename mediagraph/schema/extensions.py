@@ -1,10 +1,9 @@
-"""Error codes and masking for every result, cached documents, and the per-operation session cleanup."""
+"""Error codes and masking for every result, the per-operation session cleanup, sharing metadata."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
 
 from graphql import GraphQLError
 from strawberry.exceptions import StrawberryInputCoercionError
@@ -12,12 +11,13 @@ from strawberry.extensions import SchemaExtension
 
 from mediagraph.errors import UserError
 
-if TYPE_CHECKING:
-    from mediagraph.serving.documents import PreparedDocument
-
 log = logging.getLogger("mediagraph.errors")
 
 INTERNAL_MESSAGE = "Internal server error."
+
+# Metadata for `strawberry.subscription(metadata=SHARED_STATE)`: results are the same for everyone,
+# so identical subscriptions may share one execution (`serving/sharing.py`).
+SHARED_STATE = {"shared_state": True}
 
 
 def coded(error: GraphQLError) -> GraphQLError:
@@ -62,36 +62,3 @@ class CloseOperationSession(SchemaExtension):
             close = getattr(self.execution_context.context, "close", None)
             if close is not None:
                 await close()
-
-
-class CachedDocuments(SchemaExtension):
-    """Strawberry's own path (uploads, websockets) served from the schema's document cache.
-
-    The HTTP fast path reads the same cache, so a document is parsed, validated and
-    checked against the limits once, whichever path first sees it.
-    """
-
-    def __init__(self) -> None:
-        self.prepared: PreparedDocument | None = None
-
-    def on_operation(self) -> Iterator[None]:
-        # Should the cache refuse the text, Strawberry parses it itself, under the same limit.
-        self.execution_context.parse_options["max_tokens"] = self.execution_context.schema.documents.max_tokens  # type: ignore[attr-defined]
-        yield
-
-    def on_parse(self) -> Iterator[None]:
-        context = self.execution_context
-        if context.query is not None and context.graphql_document is None:
-            try:
-                self.prepared = context.schema.documents.prepare(context.query)  # type: ignore[attr-defined]
-            except GraphQLError:
-                # Left to Strawberry's parse, which reports the error the usual way.
-                self.prepared = None
-            else:
-                context.graphql_document = self.prepared.document
-        yield
-
-    def on_validate(self) -> Iterator[None]:
-        if self.prepared is not None:
-            self.execution_context.pre_execution_errors = list(self.prepared.errors)
-        yield

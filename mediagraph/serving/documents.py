@@ -9,10 +9,12 @@ stream of invalid texts cannot push valid ones out; the cache holds at most
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from graphql import DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode, parse, specified_rules
 from graphql.validation import ASTValidationRule
+from strawberry.extensions import SchemaExtension
 from strawberry.extensions.max_aliases import create_validator as max_aliases_rule
 from strawberry.extensions.query_depth_limiter import create_validator as max_depth_rule
 from strawberry.schema.exceptions import CannotGetOperationTypeError
@@ -106,3 +108,36 @@ class DocumentCache:
             if len(self._entries) > self.max_size:
                 self._entries.popitem(last=False)
         return prepared
+
+
+class CachedDocuments(SchemaExtension):
+    """Strawberry's own path (uploads, websockets) served from the schema's document cache.
+
+    The HTTP fast path reads the same cache, so a document is parsed, validated and
+    checked against the limits once, whichever path first sees it.
+    """
+
+    def __init__(self) -> None:
+        self.prepared: PreparedDocument | None = None
+
+    def on_operation(self) -> Iterator[None]:
+        # Should the cache refuse the text, Strawberry parses it itself, under the same limit.
+        self.execution_context.parse_options["max_tokens"] = self.execution_context.schema.documents.max_tokens  # type: ignore[attr-defined]
+        yield
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        if context.query is not None and context.graphql_document is None:
+            try:
+                self.prepared = context.schema.documents.prepare(context.query)  # type: ignore[attr-defined]
+            except GraphQLError:
+                # Left to Strawberry's parse, which reports the error the usual way.
+                self.prepared = None
+            else:
+                context.graphql_document = self.prepared.document
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        if self.prepared is not None:
+            self.execution_context.pre_execution_errors = list(self.prepared.errors)
+        yield

@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mediagraph.schema import MediagraphSchema
 from mediagraph.services import Services
 from mediagraph.serving.bodies import JSON_BODY_LIMIT_BYTES, BodyTooLarge, header, read_json_body, too_large
 from mediagraph.serving.execution import OperationRunner
@@ -27,6 +26,7 @@ from mediagraph.serving.requests import (
     from_query_parameters,
     query_parameters,
 )
+from mediagraph.serving.schema import MediagraphSchema
 from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)

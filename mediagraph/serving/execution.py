@@ -20,13 +20,13 @@ from strawberry.types.graphql import OperationType
 
 from mediagraph.context import Context
 from mediagraph.errors import BadUserInput, UserError
-from mediagraph.schema import MediagraphSchema
 from mediagraph.schema.extensions import coded
 from mediagraph.services import Services
 from mediagraph.serving.documents import Operation, PreparedDocument
 from mediagraph.serving.executor import PlanExecution
 from mediagraph.serving.persisted import PersistedQueries, query_hash, requested_hash
 from mediagraph.serving.requests import GraphQLRequest, RequestRefused
+from mediagraph.serving.schema import MediagraphSchema
 
 # Subscriptions are served over graphql-transport-ws on the same URL, never over plain HTTP.
 ALLOWED_OPERATIONS = {

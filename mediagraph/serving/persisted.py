@@ -24,26 +24,12 @@ from redis.exceptions import RedisError
 
 from mediagraph.errors import BadUserInput, PersistedQueryNotFound
 from mediagraph.keys import KeySpace
-from mediagraph.keys.persisted_queries import persisted_query_order, persisted_query_texts
+from mediagraph.keys.persisted_queries import REGISTER_SCRIPT, persisted_query_order, persisted_query_texts
 
 log = logging.getLogger(__name__)
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 SUPPORTED_VERSION = 1
-
-REGISTER_SCRIPT = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
-if excess > 0 then
-  local oldest = redis.call('ZPOPMIN', KEYS[2], excess)
-  for i = 1, #oldest, 2 do
-    redis.call('HDEL', KEYS[1], oldest[i])
-  end
-end
-return 1
-"""
-
 
 def requested_hash(extensions: dict[str, Any] | None) -> str | None:
     """The SHA-256 a request names in `extensions.persistedQuery`, checked; None when it names none."""

@@ -33,12 +33,10 @@ from strawberry.utils.aio import aclosing
 
 if TYPE_CHECKING:
     from mediagraph.context import Context
-    from mediagraph.schema import MediagraphSchema
+    from mediagraph.serving.schema import MediagraphSchema
 
 log = logging.getLogger(__name__)
 
-# Metadata for `strawberry.subscription(metadata=SHARED_STATE)`: results are the same for everyone.
-SHARED_STATE = {"shared_state": True}
 DEFINITION_BACKREF = "strawberry-definition"
 INCREMENTAL_DELIVERY = "Incremental delivery is not supported over graphql-transport-ws"
 

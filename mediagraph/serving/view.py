@@ -1,4 +1,4 @@
-"""The GraphQL endpoint: HTTP (POST, GET for queries, multipart uploads) and graphql-transport-ws."""
+"""Strawberry's GraphQL view: multipart uploads, GraphiQL, other content types and graphql-transport-ws."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 
 from mediagraph.context import Context
 from mediagraph.errors import UserError
-from mediagraph.schema import MediagraphSchema
+from mediagraph.serving.schema import MediagraphSchema
 from mediagraph.serving.sharing import Ending, SharedStreams
 from mediagraph.settings import Settings
 
