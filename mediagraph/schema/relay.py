@@ -1,16 +1,11 @@
-"""Relay conventions shared by every domain: the Node interface, edges, page info, page sizes."""
+"""Relay conventions shared by every domain: the Node interface, edges, page info."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import strawberry
-
-# Defined beside `Page` so resolvers need not import the schema package (which imports them).
-from mediagraph.resolvers.pagination import DEFAULT_PAGE_SIZE, page_size
-
-__all__ = ["DEFAULT_PAGE_SIZE", "NODE_FETCHERS", "Edge", "Node", "PageInfo", "page_size", "register_node"]
 
 T = TypeVar("T")
 
@@ -44,3 +39,26 @@ NODE_ID_PARTS: dict[str, int] = {}
 def register_node(type_name: str, fetch: NodeFetcher, *, id_parts: int = 1) -> None:
     NODE_FETCHERS[type_name] = fetch
     NODE_ID_PARTS[type_name] = id_parts
+
+
+# Object types refer to each other both ways (a user's media, a media's uploader). Their
+# annotations do so lazily (`strawberry.lazy`, imports under TYPE_CHECKING). At run time
+# imports between domain modules go one way (users <- media <- the rest): where a lower
+# module must build a higher module's object, it asks for it by type name here, and the
+# higher module registers how to build it when it loads.
+ObjectBuilder = Callable[[Any], Any]
+OBJECT_BUILDERS: dict[str, ObjectBuilder] = {}
+
+
+def register_builder(type_name: str, build: ObjectBuilder) -> None:
+    OBJECT_BUILDERS[type_name] = build
+
+
+class BuiltByName(Generic[T]):
+    """Builds `type_name`'s object from a source (a page, a resolver's result) with its module's builder."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __call__(self, source: Any) -> T:
+        return cast(T, OBJECT_BUILDERS[self.type_name](source))

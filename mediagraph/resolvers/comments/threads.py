@@ -17,8 +17,7 @@ from mediagraph.db.comments.paths import is_valid
 from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import BadUserInput
 from mediagraph.ids import MAX_ID
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 
 THREAD_CURSOR = "comments:thread"
 WRITER_CURSOR = "comments:writer"

@@ -22,8 +22,7 @@ from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache, author_feed, newsfeed
 from mediagraph.resolvers.feeds.timelines import read_posts
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.subscriptions.feeds import newsfeed_post_ids
 
 NEWSFEED_CURSOR = "newsfeed"

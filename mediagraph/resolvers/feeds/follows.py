@@ -20,9 +20,8 @@ from mediagraph.db.feeds import FeedEventKind, Follow, adjust_follow_counts
 from mediagraph.db.users import User
 from mediagraph.errors import BadUserInput, NotFound
 from mediagraph.resolvers.feeds import events as feed_events
-from mediagraph.resolvers.pagination import Page
+from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.resolvers.users import user_by_id
-from mediagraph.schema.relay import page_size
 
 
 async def _followable(context: Context, user_id: int) -> tuple[User, User]:

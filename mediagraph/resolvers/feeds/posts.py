@@ -17,8 +17,7 @@ from mediagraph.keys.feeds import COMPLETE, Entry, FeedCache, author_feed
 from mediagraph.resolvers.feeds import events as feed_events
 from mediagraph.resolvers.feeds.timelines import read_posts
 from mediagraph.resolvers.media import require_media
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 
 AUTHOR_CURSOR = "posts:author"
 

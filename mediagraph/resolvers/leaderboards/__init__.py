@@ -21,8 +21,7 @@ from mediagraph.resolvers.leaderboards.live import EntryState, TopState, Watch, 
 from mediagraph.resolvers.leaderboards.periods import current_window, parse_window
 from mediagraph.resolvers.leaderboards.repairs import repairs
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.services import Services
 
 MAX_RADIUS = 50

@@ -15,8 +15,7 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.leaderboards import LeaderboardByIdLoader, LeaderboardByNameLoader, remember
 from mediagraph.db.leaderboards import MAX_EXACT_SCORE, Leaderboard, Period, ScoreOperator, SortOrder
 from mediagraph.errors import BadUserInput, Conflict, NotFound
-from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import page_size
+from mediagraph.resolvers.pagination import Page, page_size
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 MAX_PARTITIONS = 32
