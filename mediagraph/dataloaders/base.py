@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Hashable, Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from strawberry.dataloader import DataLoader
 
+from mediagraph.db.operation import OperationSession
 from mediagraph.db.rows import ModelT, RowBuilder
-
-if TYPE_CHECKING:
-    from mediagraph.context import Context
+from mediagraph.services import Services
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
+class LoaderContext(Protocol):
+    """What a loader needs of the request it serves (the request's `Context` provides it)."""
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def db(self) -> OperationSession: ...
+
+    @property
+    def viewer_id(self) -> int | None: ...
+
+
 class Loader(DataLoader[K, V], Generic[K, V]):
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: LoaderContext) -> None:
         super().__init__(load_fn=self.load_batch)
         # A bound method kept on the instance would be a reference cycle, leaving each
         # loader, and the whole request it reaches, to the cyclic garbage collector.

@@ -13,8 +13,7 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mediagraph.context import Context
-from mediagraph.dataloaders.base import Loader
+from mediagraph.dataloaders.base import Loader, LoaderContext
 from mediagraph.db.comments import Comment
 from mediagraph.db.comments import store as comment_store
 from mediagraph.db.comments.store import ThreadWindow, WindowKey
@@ -28,7 +27,7 @@ CommentRef = tuple[int, int]  # (media id, comment id)
 
 
 async def load_by_shard(
-    context: Context,
+    context: LoaderContext,
     keys: Sequence[K],
     media_of: Callable[[K], int],
     fetch: Callable[[AsyncSession, list[K]], Awaitable[Sequence[V]]],

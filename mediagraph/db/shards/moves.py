@@ -36,9 +36,8 @@ from mediagraph.db.shards.copy import (
     read_offsets,
     unified_offsets,
 )
-from mediagraph.db.shards.residency import fence, hosts, lock_routing
+from mediagraph.db.shards.residency import ShardServices, fence, hosts, lock_routing
 from mediagraph.db.shards.routing import announce_routing_change
-from mediagraph.services import Services
 
 MOVE_LOCK_NAMESPACE = 0x5A4F
 MAX_CATCH_UP_ROUNDS = 5
@@ -68,7 +67,7 @@ class ShardMove:
 
     def __init__(
         self,
-        services: Services,
+        services: ShardServices,
         *,
         logical: int,
         target: int,
@@ -153,7 +152,7 @@ class ShardMove:
 
 
 async def move_logical_shard(
-    services: Services,
+    services: ShardServices,
     *,
     logical: int,
     target: int,
@@ -174,7 +173,7 @@ async def move_logical_shard(
     return move.report()
 
 
-async def _switch(services: Services, logical: int, source: int, target: int, since: int, batch_size: int) -> int:
+async def _switch(services: ShardServices, logical: int, source: int, target: int, since: int, batch_size: int) -> int:
     databases = services.databases
     async with databases.main.begin() as main:
         await lock_routing(main)
@@ -211,7 +210,7 @@ async def _hand_over(old: AsyncConnection, new: AsyncConnection, logical: int, s
 
 
 async def _clear_leftovers(
-    services: Services, source: AsyncEngine, target: AsyncEngine, logical: int, batch_size: int
+    services: ShardServices, source: AsyncEngine, target: AsyncEngine, logical: int, batch_size: int
 ) -> None:
     """Undo what an interrupted earlier move left: the map never named the target, so its copy goes.
 

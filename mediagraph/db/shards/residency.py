@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, InterfaceError
@@ -22,15 +22,28 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlmodel import col
 
+from mediagraph.db.engines import Databases
 from mediagraph.db.shards import HostedLogicalShard, ShardMapping
 from mediagraph.errors import ServiceUnavailable
-
-if TYPE_CHECKING:
-    from mediagraph.services import Services
+from mediagraph.pubsub.bus import EventBus
+from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class ShardServices(Protocol):
+    """What shard work needs of the process's resources (`Services` provides it)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def databases(self) -> Databases: ...
+
+    @property
+    def bus(self) -> EventBus: ...
 
 # Advisory lock on the main database around every change of which shard hosts what.
 ROUTING_LOCK = (0x5A4D, 0)
@@ -72,7 +85,7 @@ def unavailable(error: BaseException) -> ServiceUnavailable:
     return ServiceUnavailable(UNAVAILABLE_MESSAGE)
 
 
-async def on_logical_shard(services: Services, media_id: int, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+async def on_logical_shard(services: ShardServices, media_id: int, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run `work` in one transaction on the shard hosting `media_id`, fenced against moves.
 
     Retried whole on stale routing and on deadlocks, so `work` must only touch this shard.
@@ -106,7 +119,7 @@ async def on_logical_shard(services: Services, media_id: int, work: Callable[[As
 
 
 async def on_physical_shard(
-    services: Services, physical: int, work: Callable[[AsyncSession, frozenset[int]], Awaitable[T]]
+    services: ShardServices, physical: int, work: Callable[[AsyncSession, frozenset[int]], Awaitable[T]]
 ) -> T:
     """One transaction on a physical shard, with every logical shard it hosts fenced for share.
 
@@ -149,7 +162,7 @@ async def fence(connection: AsyncConnection, logical: int) -> None:
         await connection.execute(text("SELECT pg_advisory_xact_lock(:ns, :key)"), {"ns": FENCE_NAMESPACE, "key": key})
 
 
-async def read_shard(services: Services, physical: int, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+async def read_shard(services: ShardServices, physical: int, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     try:
         async with services.databases.shard_session(physical) as session:
             return await work(session)
