@@ -18,6 +18,7 @@ from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
+from mediagraph.db.comments import store as comment_store
 from mediagraph.db.media import Bookmark, Media
 from mediagraph.db.rows import Where, select_all
 from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
@@ -196,10 +197,8 @@ async def delete_media(context: Context, *, media_id: int) -> int:
     context.loader(MediaByIdLoader).clear(media_id)
     with contextlib.suppress(OSError):
         await context.services.storage.delete(media.storage_key)
-    from mediagraph.resolvers.comments import purge_media_comments
-
     try:
-        await purge_media_comments(context.services, media_id=media_id)
+        await comment_store.purge_media_comments(context.services, media_id=media_id)
     except ServiceUnavailable:
         # The media is gone either way; its orphaned comments are unreachable through it.
         log.warning("comments of deleted media %s stay until their shard is back", media_id)

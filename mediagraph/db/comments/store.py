@@ -15,6 +15,7 @@ from sqlmodel import col
 
 from mediagraph.db.comments import NEXT_REVISION, Comment, CommentCount
 from mediagraph.db.comments.paths import descendants_upper_bound
+from mediagraph.db.shards.residency import ShardServices, on_logical_shard
 
 COMMENT_COLUMNS = tuple(column.name for column in Comment.__table__.columns if column.name != "revision")  # type: ignore[attr-defined]
 
@@ -153,6 +154,15 @@ async def purge_media(session: AsyncSession, *, media_id: int) -> int:
     )
     await session.execute(delete(CommentCount).where(col(CommentCount.media_id) == media_id))
     return int(removed.rowcount)  # type: ignore[attr-defined]
+
+
+async def purge_media_comments(services: ShardServices, *, media_id: int) -> None:
+    """A deleted media's comments go with it, on whichever shard hosts them now."""
+
+    async def work(session: AsyncSession) -> int:
+        return await purge_media(session, media_id=media_id)
+
+    await on_logical_shard(services, media_id, work)
 
 
 THREAD_WINDOWS = text(

@@ -190,15 +190,6 @@ async def comment_count(context: Context, *, media_id: int) -> int:
     return window.count
 
 
-async def purge_media_comments(services: Services, *, media_id: int) -> None:
-    """A deleted media's comments go with it."""
-
-    async def work(session: AsyncSession) -> int:
-        return await comment_store.purge_media(session, media_id=media_id)
-
-    await on_logical_shard(services, media_id, work)
-
-
 async def comments_added(context: Context, *, media_id: int) -> AsyncIterator[Comment]:
     await require_media(context, media_id)
     services = context.services
