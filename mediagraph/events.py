@@ -12,6 +12,7 @@ from enum import Enum
 from redis.asyncio import Redis
 
 from mediagraph.keys import KeySpace
+from mediagraph.keys.events import engagement_stream
 
 # Bounded so a stream nobody consumes cannot grow without limit.
 STREAM_MAX_LENGTH = 1_000_000
@@ -40,10 +41,6 @@ class EngagementEvent:
             media_id=int(fields[b"media_id"]),
             delta=int(fields[b"delta"]),
         )
-
-
-def engagement_stream(keys: KeySpace) -> str:
-    return keys.key("events", "engagement")
 
 
 async def publish_engagement(redis: Redis, keys: KeySpace, event: EngagementEvent) -> None:

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from mediagraph.events import engagement_stream
 from mediagraph.ids import to_global_id
+from mediagraph.keys.events import engagement_stream
 from tests.support.comments import physical_of, raw_comment_ref, raw_media_id, shard_execute, stored_comments
 from tests.support.factories import ADD_COMMENT, add_comment, create_media, create_user
 

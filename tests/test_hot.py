@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream, publish_engagement
+from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.ids import decode_id, snowflake_floor
+from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
 from mediagraph.resolvers.hot import media_day, rebuild_day, scores_from_database
 from mediagraph.workers import hot as worker

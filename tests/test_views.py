@@ -7,8 +7,9 @@ from redis.asyncio import Redis
 from sqlalchemy import text
 
 from mediagraph.dataloaders.views import live_view_totals
-from mediagraph.events import EngagementEvent, EngagementKind, engagement_stream
+from mediagraph.events import EngagementEvent, EngagementKind
 from mediagraph.ids import from_global_id
+from mediagraph.keys.events import engagement_stream
 from mediagraph.workers import views as worker
 from tests.support.apps import app_with
 from tests.support.factories import create_media, create_user, record_views, unique_name

@@ -21,7 +21,7 @@ from mediagraph.errors import BadUserInput
 from mediagraph.events import EngagementKind
 from mediagraph.ids import snowflake_floor, snowflake_time
 from mediagraph.keys.hot import day_rebuild_lock, day_scores, day_state
-from mediagraph.lua import Lua
+from mediagraph.keys.hot.lua import FINALIZE, READ_TOP
 from mediagraph.resolvers import comments, views
 from mediagraph.services import Services
 from mediagraph.settings import Settings
@@ -30,28 +30,6 @@ TOP = 10
 WEIGHTS = {EngagementKind.LIKE: 3, EngagementKind.COMMENT: 2, EngagementKind.VIEW: 1}
 REBUILD_LOCK_MS = 60_000
 INSTALL_CHUNK = 1_000
-
-# ARGV: how many. The state, then the best media with a positive score: {state, media, score, …};
-# {} when the day is not loaded.
-READ_TOP = Lua("""
-local state = redis.call('GET', KEYS[2])
-if not state then return {} end
-local out = {state}
-local top = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
-for i = 1, #top do out[#out + 1] = top[i] end
-return out
-""")
-
-# ARGV: how many to keep, expire-at ms. A live day becomes final: only its top stays.
-FINALIZE = Lua("""
-local state = redis.call('GET', KEYS[2])
-if not state or state == 'final' then return 0 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', 0)
-redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
-redis.call('SET', KEYS[2], 'final', 'PXAT', ARGV[2])
-redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-return 1
-""")
 
 # One source per engagement kind: counts per media id for ids in [first_id, end_id).
 HotSource = Callable[[Services, int, int], Awaitable[dict[int, int]]]

@@ -20,9 +20,10 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from mediagraph.db.base import utcnow
-from mediagraph.events import EngagementEvent, engagement_stream
+from mediagraph.events import EngagementEvent
+from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
-from mediagraph.lua import Lua
+from mediagraph.keys.hot.lua import APPLY
 from mediagraph.resolvers.hot import WEIGHTS, finalize_day, kept_days, kept_until, live_until, media_day, rebuild_day
 from mediagraph.services import Services
 
@@ -34,33 +35,6 @@ BATCH = 500
 BLOCK_MS = 1_000
 # How often days are opened (a new day starts) and closed (a day's top 10 becomes final).
 DAY_CHECK_SECONDS = 5.0
-
-# KEYS: stream, then scores and state of each day. ARGV: group, day count, each day's
-# expire-at ms, then per event: id, day number, media id, weighted delta. Answers the
-# number applied, then the day numbers that need a rebuild (their events stay pending).
-APPLY = Lua("""
-local days = tonumber(ARGV[2])
-local applied, missing, out = 0, {}, {}
-for i = 3 + days, #ARGV, 4 do
-  local id, day, media, delta = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  local scores, state_key = KEYS[2 * day], KEYS[2 * day + 1]
-  local state = redis.call('GET', state_key)
-  if not state then
-    missing[day] = true
-  elseif redis.call('XACK', KEYS[1], ARGV[1], id) == 1 and state ~= 'final' then
-    local as_of = tonumber(string.match(state, '^live:(%d+)$'))
-    if tonumber(string.match(id, '^(%d+)-')) > as_of then
-      redis.call('ZINCRBY', scores, delta, media)
-      redis.call('PEXPIREAT', scores, ARGV[2 + day])
-      applied = applied + 1
-    end
-  end
-end
-out[1] = applied
-for day in pairs(missing) do out[#out + 1] = day end
-return out
-""")
-
 
 def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from mediagraph.events import engagement_stream
 from mediagraph.keys import KeySpace
+from mediagraph.keys.events import engagement_stream
 
 
 def _tag(keys: KeySpace) -> str:
