@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
@@ -16,14 +15,9 @@ from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.comments.threads import NumberedPage
 from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
-
-if TYPE_CHECKING:
-    from mediagraph.schema.media import Media
-    from mediagraph.schema.users import User
-
-MediaRef = Annotated["Media", strawberry.lazy("mediagraph.schema.media")]
-UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
+from mediagraph.schema.media import Media, media_or_none
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.users import User, user_or_none
 
 
 @strawberry.type(description="A comment on a media; replies nest up to 5 levels.")
@@ -54,15 +48,11 @@ class Comment(Node):
         )
 
     @strawberry.field(description="The media commented on; null if it was deleted.")
-    async def media(self, info: Info[Context, None]) -> MediaRef | None:
-        from mediagraph.schema.media import media_or_none
-
+    async def media(self, info: Info[Context, None]) -> Media | None:
         return media_or_none(await media_resolvers.media_by_id(info.context, self.media_raw_id))
 
     @strawberry.field(description="Who wrote it; null once deleted.")
-    async def writer(self, info: Info[Context, None]) -> UserRef | None:
-        from mediagraph.schema.users import user_or_none
-
+    async def writer(self, info: Info[Context, None]) -> User | None:
         if self.deleted:
             return None
         return user_or_none(await user_resolvers.user_by_id(info.context, self.writer_raw_id))
@@ -171,3 +161,7 @@ class CommentSubscriptions:
     async def comment_added(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[Comment, None]:
         async for row in resolvers.comments_added(info.context, media_id=decode_id(media_id, "Media")):
             yield Comment.from_row(row)
+
+
+register_builder("CommentConnection", CommentConnection.from_page)
+register_builder("CommentPage", CommentPage.from_result)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
@@ -17,14 +16,9 @@ from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.resolvers.media import media_by_id
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.users import user_by_id
-from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
-
-if TYPE_CHECKING:
-    from mediagraph.schema.media import Media
-    from mediagraph.schema.users import User
-
-UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
-MediaRef = Annotated["Media", strawberry.lazy("mediagraph.schema.media")]
+from mediagraph.schema.media import Media
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.users import User
 
 
 @strawberry.type(description="A short text post (at most 300 characters), optionally with attached media.")
@@ -47,18 +41,14 @@ class Post(Node):
         )
 
     @strawberry.field
-    async def author(self, info: Info[Context, None]) -> UserRef:
-        from mediagraph.schema.users import User
-
+    async def author(self, info: Info[Context, None]) -> User:
         row = await user_by_id(info.context, self.author_id)
         if row is None:
             raise RuntimeError(f"post {self.raw_id} has no author row")
         return User.from_row(row)
 
     @strawberry.field(description="The attached media; null if none was attached or it was deleted.")
-    async def media(self, info: Info[Context, None]) -> MediaRef | None:
-        from mediagraph.schema.media import Media
-
+    async def media(self, info: Info[Context, None]) -> Media | None:
         if self.media_id is None:
             return None
         row = await media_by_id(info.context, self.media_id)
@@ -89,7 +79,7 @@ class PostConnection:
 @strawberry.type
 class FollowEdge:
     cursor: str
-    node: UserRef
+    node: User
     followed_at: datetime
 
 
@@ -100,8 +90,6 @@ class FollowConnection:
 
     @classmethod
     def from_page(cls, page: Page[tuple[UserRow, datetime]]) -> FollowConnection:
-        from mediagraph.schema.users import User
-
         return cls(
             edges=[
                 FollowEdge(cursor=cursor, node=User.from_row(user), followed_at=followed_at)
@@ -140,15 +128,11 @@ class FeedQueries:
 @strawberry.type
 class FeedMutations:
     @strawberry.mutation(description="Follow a user; following someone already followed changes nothing.")
-    async def follow(self, info: Info[Context, None], user_id: strawberry.ID) -> UserRef:
-        from mediagraph.schema.users import User
-
+    async def follow(self, info: Info[Context, None], user_id: strawberry.ID) -> User:
         return User.from_row(await follow_resolvers.follow(info.context, user_id=decode_id(user_id, "User")))
 
     @strawberry.mutation(description="Stop following a user; unfollowing someone not followed changes nothing.")
-    async def unfollow(self, info: Info[Context, None], user_id: strawberry.ID) -> UserRef:
-        from mediagraph.schema.users import User
-
+    async def unfollow(self, info: Info[Context, None], user_id: strawberry.ID) -> User:
         return User.from_row(await follow_resolvers.unfollow(info.context, user_id=decode_id(user_id, "User")))
 
     @strawberry.mutation(description="Post up to 300 characters, optionally attaching media.")
@@ -169,3 +153,7 @@ class FeedSubscriptions:
         async for row in resolvers.newsfeed_updates(info.context):
             post = Post.from_row(row)
             yield NewsfeedUpdate(post_id=post.id, post=post)
+
+
+register_builder("PostConnection", PostConnection.from_page)
+register_builder("FollowConnection", FollowConnection.from_page)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
@@ -9,11 +8,7 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.resolvers import hot as resolvers
 from mediagraph.resolvers.hot import HotDay
-
-if TYPE_CHECKING:
-    from mediagraph.schema.media import Media
-
-MediaRef = Annotated["Media", strawberry.lazy("mediagraph.schema.media")]
+from mediagraph.schema.media import Media
 
 
 @strawberry.type
@@ -22,7 +17,7 @@ class HotMediaEntry:
     score: float = strawberry.field(
         description="Likes × 3 + comments × 2 + views (an integer; a Float because it may exceed 2^31)."
     )
-    media: MediaRef
+    media: Media
 
 
 @strawberry.type(description="The day's hottest media among those created that day (UTC).")
@@ -33,8 +28,6 @@ class HotMediaDay:
 
     @classmethod
     def of(cls, day: HotDay) -> HotMediaDay:
-        from mediagraph.schema.media import Media
-
         entries = [
             HotMediaEntry(rank=entry.rank, score=entry.score, media=Media.from_row(entry.media))
             for entry in day.entries

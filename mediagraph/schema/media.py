@@ -21,15 +21,17 @@ from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
-from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
+from mediagraph.schema.playback import PlaybackStats
+from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.users import User
 
 if TYPE_CHECKING:
     from mediagraph.schema.comments import CommentConnection, CommentPage
-    from mediagraph.schema.playback import PlaybackStats
-    from mediagraph.schema.users import User
 
-UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
-PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
+# Built by their own module, which imports this one (see `schema/relay.py`).
+comment_connection: BuiltByName[CommentConnection] = BuiltByName("CommentConnection")
+comment_page: BuiltByName[CommentPage] = BuiltByName("CommentPage")
+
 CommentConnectionRef = Annotated["CommentConnection", strawberry.lazy("mediagraph.schema.comments")]
 CommentPageRef = Annotated["CommentPage", strawberry.lazy("mediagraph.schema.comments")]
 
@@ -77,9 +79,7 @@ class Media(Node):
         return f"/media/{self.raw_id}/content"
 
     @strawberry.field
-    async def uploader(self, info: Info[Context, None]) -> UserRef:
-        from mediagraph.schema.users import User
-
+    async def uploader(self, info: Info[Context, None]) -> User:
         row = await user_resolvers.user_by_id(info.context, self.owner_id)
         if row is None:
             raise RuntimeError(f"media {self.raw_id} has no uploader row")
@@ -102,9 +102,7 @@ class Media(Node):
         return await view_resolvers.viewer_has_liked(info.context, self.raw_id)
 
     @strawberry.field(description="Playback statistics of this media (the stream); as `playbackStats(mediaId:)`.")
-    def playback_stats(self) -> PlaybackStatsRef:
-        from mediagraph.schema.playback import PlaybackStats
-
+    def playback_stats(self) -> PlaybackStats:
         return PlaybackStats(entity=Entity.stream(self.raw_id, self.owner_id))
 
     # The comment fields are nullable: when the media's shard is down they alone come back
@@ -117,19 +115,15 @@ class Media(Node):
     async def comments(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> CommentConnectionRef | None:
-        from mediagraph.schema.comments import CommentConnection
-
         page = await comment_reads.thread(info.context, media_id=self.raw_id, first=first, after=after)
-        return CommentConnection.from_page(page)
+        return comment_connection(page)
 
     @strawberry.field(description="The thread by page number (1-based), for numbered page navigation.")
     async def comment_page(
         self, info: Info[Context, None], page: int = 1, size: int | None = None
     ) -> CommentPageRef | None:
-        from mediagraph.schema.comments import CommentPage
-
         result = await comment_reads.numbered_page(info.context, media_id=self.raw_id, page=page, size=size)
-        return CommentPage.from_result(result)
+        return comment_page(result)
 
 
 def media_or_none(row: MediaRow | None) -> Media | None:
@@ -242,3 +236,6 @@ class MediaSubscriptions:
     ) -> AsyncGenerator[Media, None]:
         async for row in resolvers.uploaded_media(info.context, tags=tags):
             yield Media.from_row(row)
+
+
+register_builder("MediaConnection", MediaConnection.from_page)

@@ -13,7 +13,7 @@ from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity, Granularity
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
-from mediagraph.serving.sharing import SHARED_STATE
+from mediagraph.schema.extensions import SHARED_STATE
 from mediagraph.subscriptions import playback as live
 
 GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")

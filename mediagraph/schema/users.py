@@ -15,18 +15,23 @@ from mediagraph.resolvers import users as resolvers
 from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
-from mediagraph.schema.relay import Node, register_node
+from mediagraph.schema.playback import PlaybackStats
+from mediagraph.schema.relay import BuiltByName, Node, register_node
 
 if TYPE_CHECKING:
     from mediagraph.schema.comments import CommentConnection
     from mediagraph.schema.feeds import FollowConnection, PostConnection
     from mediagraph.schema.media import MediaConnection
-    from mediagraph.schema.playback import PlaybackStats
+
+# Built by their own modules, which import this one (see `schema/relay.py`).
+media_connection: BuiltByName[MediaConnection] = BuiltByName("MediaConnection")
+post_connection: BuiltByName[PostConnection] = BuiltByName("PostConnection")
+follow_connection: BuiltByName[FollowConnection] = BuiltByName("FollowConnection")
+comment_connection: BuiltByName[CommentConnection] = BuiltByName("CommentConnection")
 
 MediaConnectionRef = Annotated["MediaConnection", strawberry.lazy("mediagraph.schema.media")]
 PostConnectionRef = Annotated["PostConnection", strawberry.lazy("mediagraph.schema.feeds")]
 FollowConnectionRef = Annotated["FollowConnection", strawberry.lazy("mediagraph.schema.feeds")]
-PlaybackStatsRef = Annotated["PlaybackStats", strawberry.lazy("mediagraph.schema.playback")]
 CommentConnectionRef = Annotated["CommentConnection", strawberry.lazy("mediagraph.schema.comments")]
 
 
@@ -51,46 +56,36 @@ class User(Node):
     async def media(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> MediaConnectionRef:
-        from mediagraph.schema.media import MediaConnection
-
         page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, first=first, after=after)
-        return MediaConnection.from_page(page)
+        return media_connection(page)
 
     @strawberry.field(description="Media this user bookmarked, newest bookmark first. Only visible to the user.")
     async def bookmarks(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> MediaConnectionRef:
-        from mediagraph.schema.media import MediaConnection
-
         page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, first=first, after=after)
-        return MediaConnection.from_page(page)
+        return media_connection(page)
 
     @strawberry.field(description="This user's posts, newest first.")
     async def posts(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> PostConnectionRef:
-        from mediagraph.schema.feeds import PostConnection
-
         page = await post_resolvers.author_posts(info.context, author_id=self.raw_id, first=first, after=after)
-        return PostConnection.from_page(page)
+        return post_connection(page)
 
     @strawberry.field(description="Who follows this user, most recent follow first.")
     async def followers(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> FollowConnectionRef:
-        from mediagraph.schema.feeds import FollowConnection
-
         page = await follow_resolvers.followers(info.context, user_id=self.raw_id, first=first, after=after)
-        return FollowConnection.from_page(page)
+        return follow_connection(page)
 
     @strawberry.field(description="Whom this user follows, most recent follow first.")
     async def following(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> FollowConnectionRef:
-        from mediagraph.schema.feeds import FollowConnection
-
         page = await follow_resolvers.following(info.context, user_id=self.raw_id, first=first, after=after)
-        return FollowConnection.from_page(page)
+        return follow_connection(page)
 
     @strawberry.field
     async def follower_count(self, info: Info[Context, None]) -> int:
@@ -105,9 +100,7 @@ class User(Node):
         return await follow_resolvers.viewer_follows(info.context, self.raw_id)
 
     @strawberry.field(description="Playback statistics of everything this user uploaded (the channel).")
-    def channel_stats(self) -> PlaybackStatsRef:
-        from mediagraph.schema.playback import PlaybackStats
-
+    def channel_stats(self) -> PlaybackStats:
         return PlaybackStats(entity=Entity.of_channel(self.raw_id))
 
     @strawberry.field(
@@ -117,10 +110,8 @@ class User(Node):
     async def comments(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> CommentConnectionRef | None:
-        from mediagraph.schema.comments import CommentConnection
-
         page = await comment_reads.writer_comments(info.context, writer_id=self.raw_id, first=first, after=after)
-        return CommentConnection.from_page(page)
+        return comment_connection(page)
 
 
 def user_or_none(row: UserRow | None) -> User | None:

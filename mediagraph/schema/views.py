@@ -8,8 +8,8 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import views as resolvers
+from mediagraph.schema.extensions import SHARED_STATE
 from mediagraph.schema.media import Media
-from mediagraph.serving.sharing import SHARED_STATE
 
 
 @strawberry.type

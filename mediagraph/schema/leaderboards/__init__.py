@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
@@ -17,11 +16,7 @@ from mediagraph.resolvers.leaderboards import Accepted, definitions
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
-
-if TYPE_CHECKING:
-    from mediagraph.schema.users import User
-
-UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
+from mediagraph.schema.users import User
 
 SortOrderEnum = strawberry.enum(
     SortOrder, name="LeaderboardSortOrder", description="DESC: the highest score ranks first; ASC: the lowest."
@@ -60,9 +55,7 @@ class LeaderboardEntry:
         return strawberry.ID(to_global_id("User", self.user_raw_id))
 
     @strawberry.field(description="Null if the account no longer exists.")
-    async def user(self, info: Info[Context, None]) -> UserRef | None:
-        from mediagraph.schema.users import User
-
+    async def user(self, info: Info[Context, None]) -> User | None:
         row = self.user_row or await user_resolvers.user_by_id(info.context, self.user_raw_id)
         return User.from_row(row) if row is not None else None
 
