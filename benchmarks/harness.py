@@ -114,18 +114,6 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-@contextlib.contextmanager
-def live_server(settings: Settings, *args: str) -> Iterator[str]:
-    """A real `mediagraph serve` process on these settings (no workers unless asked); yields its base URL."""
-    from benchmarks.servers import mediagraph_server
-
-    # The benchmark process makes ids too (its bulk rows): the server takes another node id.
-    server_settings = settings.model_copy(update={"node_id": 900})
-    log = WORK_DIR / f"server-{uuid.uuid4().hex[:6]}.log"
-    with mediagraph_server(server_settings, serve_options=list(args or ("--no-workers",)), log=log) as base:
-        yield base
-
-
 @dataclass
 class Load:
     """What a run of `post_load` measured: per-request latencies, failures, wall time."""

@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 from sqlalchemy import text
 
-from benchmarks.harness import Latency, Load, bench_settings, bulk_media, console, live_server, post_load, report
+from benchmarks.harness import Latency, Load, bench_settings, bulk_media, console, post_load, report
+from benchmarks.servers import live_server
 from mediagraph.cli.runtime import open_services
 from mediagraph.db.endpoints import configured_endpoints
 from mediagraph.resolvers.media import TagMatch

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -149,3 +150,13 @@ def postgraphile_server(executable: Path, *, database_url: str, schema: str, log
         yield url
     finally:
         _stop(process)
+
+
+@contextlib.contextmanager
+def live_server(settings: Settings, *args: str) -> Iterator[str]:
+    """A real `mediagraph serve` process on these settings (no workers unless asked); yields its base URL."""
+    # The benchmark process makes ids too (its bulk rows): the server takes another node id.
+    server_settings = settings.model_copy(update={"node_id": 900})
+    log = WORK_DIR / f"server-{uuid.uuid4().hex[:6]}.log"
+    with mediagraph_server(server_settings, serve_options=list(args or ("--no-workers",)), log=log) as base:
+        yield base

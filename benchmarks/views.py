@@ -14,7 +14,8 @@ import time
 import orjson
 import websockets
 
-from benchmarks.harness import Latency, Load, bench_settings, bulk_media, console, live_server, post_load, report
+from benchmarks.harness import Latency, Load, bench_settings, bulk_media, console, post_load, report
+from benchmarks.servers import live_server
 from mediagraph.cli.runtime import open_services
 from mediagraph.dataloaders.views import live_view_totals
 from mediagraph.db.endpoints import configured_endpoints
