@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mediagraph.db.feeds import followee_chunks
+from mediagraph.db.feeds import Post, followed_posts, followee_chunks
 from mediagraph.keys.feeds import author_posts_channel, newsfeed_channel
 from mediagraph.services import Services
 
@@ -101,3 +101,13 @@ async def newsfeed_post_ids(services: Services, viewer_id: int) -> AsyncIterator
             yield post_id
     finally:
         await channels.close()
+
+
+async def newsfeed_posts(services: Services, viewer_id: int) -> AsyncIterator[Post]:
+    """Posts entering the viewer's feed, from now on, that the viewer may still see."""
+    async for post_id in newsfeed_post_ids(services, viewer_id):
+        # A subscription outlives any one operation: each event gets its own short session.
+        async with services.databases.main_session() as session:
+            rows = await followed_posts(session, viewer_id, [post_id])
+        if rows:
+            yield rows[0][0]

@@ -23,7 +23,7 @@ from mediagraph.ids import snowflake_floor
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache, author_feed, newsfeed
 from mediagraph.resolvers.feeds.timelines import read_posts
 from mediagraph.resolvers.pagination import Page, page_size
-from mediagraph.subscriptions.feeds import newsfeed_post_ids
+from mediagraph.subscriptions.feeds import newsfeed_posts
 
 NEWSFEED_CURSOR = "newsfeed"
 # The seed's scroll: ten posts at a time unless asked otherwise.
@@ -166,10 +166,5 @@ async def newsfeed_page(context: Context, *, first: int | None, after: str | Non
 async def newsfeed_updates(context: Context) -> AsyncIterator[Post]:
     """New posts as they land in the viewer's feed, celebrities' included."""
     viewer = await context.require_viewer()
-    services = context.services
-    async for post_id in newsfeed_post_ids(services, viewer.id):
-        # A subscription outlives any one operation: each event gets its own short session.
-        async with services.databases.main_session() as session:
-            rows = await followed_posts(session, viewer.id, [post_id])
-        if rows:
-            yield rows[0][0]
+    async for post in newsfeed_posts(context.services, viewer.id):
+        yield post
