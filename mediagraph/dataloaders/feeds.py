@@ -3,19 +3,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlmodel import col
-
 from mediagraph.dataloaders.base import Loader
-from mediagraph.db.feeds import Follow, FollowCount, Post
+from mediagraph.db.feeds import FOLLOWED_BY_USER, FollowCount, Post
+from mediagraph.db.rows import RowBuilder, select_where_any
+
+POSTS_BY_ID = select_where_any(Post, "id")
+FOLLOW_COUNTS_BY_USER_ID = select_where_any(FollowCount, "user_id")
+post_rows = RowBuilder(Post)
 
 
 class PostByIdLoader(Loader[int, Post | None]):
     async def load_batch(self, keys: list[int]) -> Sequence[Post | None]:
-        async with self.context.db.use() as session:
-            rows = (await session.execute(select(Post).where(col(Post.id).in_(keys)))).scalars()
-            found = {post.id: post for post in rows}
-        return [found.get(key) for key in keys]
+        found = await self.context.services.databases.main_reads.fetch_keyed(POSTS_BY_ID, "id", keys)
+        return [post_rows(found[key]) if key in found else None for key in keys]
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,13 @@ class FollowCounts:
 
 class FollowCountsByUserIdLoader(Loader[int, FollowCounts]):
     async def load_batch(self, keys: list[int]) -> Sequence[FollowCounts]:
-        async with self.context.db.use() as session:
-            rows = (await session.execute(select(FollowCount).where(col(FollowCount.user_id).in_(keys)))).scalars()
-            found = {row.user_id: FollowCounts(row.follower_count, row.following_count) for row in rows}
-        return [found.get(key, FollowCounts(0, 0)) for key in keys]
+        reads = self.context.services.databases.main_reads
+        found = await reads.fetch_keyed(FOLLOW_COUNTS_BY_USER_ID, "user_id", keys)
+        return [
+            FollowCounts(found[key]["follower_count"], found[key]["following_count"]) if key in found
+            else FollowCounts(0, 0)
+            for key in keys
+        ]
 
 
 class FollowedByViewerLoader(Loader[int, bool]):
@@ -39,11 +42,7 @@ class FollowedByViewerLoader(Loader[int, bool]):
         viewer_id = self.context.viewer_id
         if viewer_id is None:
             return [False] * len(keys)
-        async with self.context.db.use() as session:
-            rows = await session.execute(
-                select(col(Follow.followee_id)).where(
-                    col(Follow.follower_id) == viewer_id, col(Follow.followee_id).in_(keys)
-                )
-            )
-            followed = set(rows.scalars())
+        rows = await self.context.services.databases.main_reads.fetch(FOLLOWED_BY_USER, viewer_id, keys)
+        followed = {row["followee_id"] for row in rows}
         return [key in followed for key in keys]
+

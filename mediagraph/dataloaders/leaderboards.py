@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
-from sqlmodel import col
-
 from mediagraph.dataloaders.base import Loader
 from mediagraph.db.leaderboards import Leaderboard
+from mediagraph.db.rows import RowBuilder, select_where_any
+
+LEADERBOARDS_BY_NAME = select_where_any(Leaderboard, "name")
+LEADERBOARDS_BY_ID = select_where_any(Leaderboard, "id")
+leaderboard_rows = RowBuilder(Leaderboard)
 
 # Definitions never change once created, so each process keeps what it has read, keyed
 # by database so that processes (or tests) on different databases never mix them up.
@@ -23,16 +25,13 @@ class LeaderboardByNameLoader(Loader[str, Leaderboard | None]):
         database = self.context.services.endpoints.database_url
         missing = [name for name in keys if (database, name) not in _known]
         if missing:
-            async with self.context.db.use() as session:
-                rows = (await session.execute(select(Leaderboard).where(col(Leaderboard.name).in_(missing)))).scalars()
-                for row in rows:
-                    remember(database, row)
+            found = await self.context.services.databases.main_reads.fetch_keyed(LEADERBOARDS_BY_NAME, "name", missing)
+            for row in found.values():
+                remember(database, leaderboard_rows(row))
         return [_known.get((database, name)) for name in keys]
 
 
 class LeaderboardByIdLoader(Loader[int, Leaderboard | None]):
     async def load_batch(self, keys: list[int]) -> Sequence[Leaderboard | None]:
-        async with self.context.db.use() as session:
-            rows = (await session.execute(select(Leaderboard).where(col(Leaderboard.id).in_(keys)))).scalars()
-            found = {row.id: row for row in rows}
-        return [found.get(key) for key in keys]
+        found = await self.context.services.databases.main_reads.fetch_keyed(LEADERBOARDS_BY_ID, "id", keys)
+        return [leaderboard_rows(found[key]) if key in found else None for key in keys]

@@ -6,11 +6,9 @@ from dataclasses import dataclass
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import select, tuple_
-from sqlmodel import col
 
 from mediagraph.dataloaders.base import Loader
-from mediagraph.db.playback import PlaybackTotal
+from mediagraph.db.playback import PLAYBACK_TOTALS_OF
 from mediagraph.keys.playback import Counter, Entity
 from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts
 from mediagraph.services import Services
@@ -60,17 +58,10 @@ class PlaybackTotalByEntityLoader(Loader[Entity, int]):
 
     async def load_batch(self, keys: list[Entity]) -> Sequence[int]:
         wanted = [(entity.kind.value, entity.id) for entity in keys]
-        async with self.context.db.use() as session:
-            rows = await session.execute(
-                select(
-                    col(PlaybackTotal.entity_kind),
-                    col(PlaybackTotal.entity_id),
-                    col(PlaybackTotal.generation),
-                    col(PlaybackTotal.plays),
-                ).where(tuple_(col(PlaybackTotal.entity_kind), col(PlaybackTotal.entity_id)).in_(wanted))
-            )
-            durable: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-            for kind, entity_id, generation, plays in rows:
-                durable.setdefault((kind, entity_id), []).append((generation, plays, 0))
+        kinds, ids = [kind for kind, _ in wanted], [entity_id for _, entity_id in wanted]
+        rows = await self.context.services.databases.main_reads.fetch(PLAYBACK_TOTALS_OF, kinds, ids)
+        durable: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        for kind, entity_id, generation, plays in rows:
+            durable.setdefault((kind, entity_id), []).append((generation, plays, 0))
         live = await read_counters(self.context.services, [Counter(entity) for entity in keys])
         return [merge(durable.get(wanted_key, []), value).plays for wanted_key, value in zip(wanted, live, strict=True)]

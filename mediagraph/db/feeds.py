@@ -270,3 +270,7 @@ async def older_author_posts(session: AsyncSession, author_id: int, *, before: i
         query = query.where(col(Post.id) < before)
     rows = await session.execute(query.order_by(col(Post.id).desc()).limit(limit))
     return list(rows.scalars())
+
+
+# Which of some users a user follows (asyncpg: follower id, followee ids).
+FOLLOWED_BY_USER = "SELECT followee_id FROM follows WHERE follower_id = $1 AND followee_id = ANY($2)"

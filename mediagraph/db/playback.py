@@ -39,3 +39,10 @@ class PlaybackBucket(MainTable, table=True):
     plays: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     peak: int = Field(default=0, sa_column=Column(Integer, nullable=False))
     updated_at: datetime = timestamp()  # type: ignore[assignment]
+
+
+# Every generation's all-time plays of some streams and channels (asyncpg: kinds, ids, pairwise).
+PLAYBACK_TOTALS_OF = (
+    "SELECT t.entity_kind, t.entity_id, t.generation, t.plays FROM playback_totals t "
+    "JOIN unnest($1::text[], $2::bigint[]) AS wanted(kind, id) ON t.entity_kind = wanted.kind AND t.entity_id = wanted.id"
+)
