@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from mediagraph.db.shards.moves import ShardMove, move_logical_shard
 from mediagraph.ids import decode_id
-from mediagraph.resolvers.nicknames import shard_offsets
+from mediagraph.workers.nicknames.replay import shard_offsets
 from tests.support.comments import raw_comment_ref, raw_media_id, seed_root_comments, shard_execute
 from tests.support.factories import ADD_COMMENT, create_media, create_user
 

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import text
 
 from mediagraph.context import Context
+from mediagraph.db.nicknames import queue_of
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers.comments import CommentDraft, confirm_comment, insert_comment, read_writer_nickname
-from mediagraph.resolvers.nicknames import (
+from mediagraph.workers.nicknames.replay import (
     prune_logs,
     queue_heads,
-    queue_of,
     repair_unconfirmed,
     replay_shard,
     shard_offsets,

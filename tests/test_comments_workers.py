@@ -8,8 +8,9 @@ import time
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from mediagraph.db.nicknames import queue_of
 from mediagraph.ids import decode_id
-from mediagraph.resolvers.nicknames import queue_of, replay_shard, shard_offsets
+from mediagraph.workers.nicknames.replay import replay_shard, shard_offsets
 from tests.support.comments import physical_of, raw_comment_ref, raw_media_id, stored_comment
 from tests.support.factories import add_comment, create_media, create_user
 

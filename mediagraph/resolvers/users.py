@@ -14,10 +14,10 @@ from mediagraph import ratelimit, security, validation
 from mediagraph.context import Context
 from mediagraph.dataloaders.users import UserByIdLoader, UserByUsernameLoader
 from mediagraph.db.base import utcnow
+from mediagraph.db.nicknames import append_nickname_log
 from mediagraph.db.users import User
 from mediagraph.errors import Conflict, RateLimited, Unauthenticated
 from mediagraph.keys.users import login_attempts_by_address, login_attempts_by_username
-from mediagraph.resolvers.nicknames import append_nickname_log
 
 
 @dataclass

@@ -65,3 +65,15 @@ async def repair_nicknames(
         },
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def jump_offset(session: AsyncSession, queue: int, head: int, *, before: int) -> None:
+    """Set the shard's offset in `queue` to `head`, unless it moved from `before` meanwhile."""
+    await session.execute(
+        text(
+            "INSERT INTO nickname_offsets (queue_id, applied_offset) VALUES (:queue, :head) "
+            "ON CONFLICT (queue_id) DO UPDATE SET applied_offset = :head "
+            "WHERE nickname_offsets.applied_offset = :before"
+        ),
+        {"queue": queue, "head": head, "before": before},
+    )

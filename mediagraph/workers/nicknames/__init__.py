@@ -21,8 +21,8 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.comments import CommentTombstone
 from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import ServiceUnavailable
-from mediagraph.resolvers.nicknames import prune_logs, repair_unconfirmed, replay_shard
 from mediagraph.services import Services
+from mediagraph.workers.nicknames.replay import prune_logs, repair_unconfirmed, replay_shard
 
 NAME = "nicknames"
 MAINTENANCE_EVERY_SECONDS = 30.0

@@ -1,4 +1,4 @@
-"""The nickname-change log and its replay onto every shard (the seed's option 1).
+"""The replay of the nickname-change log onto every shard (the seed's option 1), run by the worker.
 
 A change appends a log row in the same transaction that changes the nickname, numbered
 by its queue's serial under the queue row's lock. The replayer applies a shard's logs in
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, select, text
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as upsert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
@@ -27,7 +27,6 @@ from mediagraph.db.shards.residency import on_physical_shard, read_shard
 from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.services import Services
-from mediagraph.settings import Settings
 
 RESYNC_USER_BATCH = 1_000
 REPAIR_BATCH = 500
@@ -41,32 +40,6 @@ class LogsPruned(Exception):
 class ReplayReport:
     applied: int = 0
     resynced: bool = False
-
-
-def queue_of(settings: Settings, user_id: int) -> int:
-    # A user's logs always share a queue, so they replay in the order they were made.
-    return user_id % settings.nickname_log_queues
-
-
-async def append_nickname_log(session: AsyncSession, settings: Settings, *, user_id: int, nickname: str) -> int:
-    """Log a nickname change inside the caller's transaction; returns the log id.
-
-    The upsert takes the queue row's lock until the caller commits, so concurrent
-    changes on one queue number their logs in commit order.
-    """
-    queue = queue_of(settings, user_id)
-    log_id = await session.scalar(
-        upsert(NicknameLogQueue)
-        .values(id=queue, next_offset=1)
-        .on_conflict_do_update(
-            index_elements=[col(NicknameLogQueue.id)],
-            set_={"next_offset": col(NicknameLogQueue.next_offset) + 1},
-        )
-        .returning(col(NicknameLogQueue.next_offset) - 1)
-    )
-    assert log_id is not None
-    session.add(NicknameLog(queue_id=queue, id=log_id, user_id=user_id, nickname=nickname))
-    return int(log_id)
 
 
 async def queue_heads(services: Services) -> dict[int, int]:
@@ -188,14 +161,7 @@ async def resync_shard(services: Services, physical: int) -> None:
         for queue, head in heads.items():
             # Only from where the resync started: a move may have lowered the offset meanwhile
             # for rows it copied in after their writer was passed, and those need the replay.
-            await session.execute(
-                text(
-                    "INSERT INTO nickname_offsets (queue_id, applied_offset) VALUES (:queue, :head) "
-                    "ON CONFLICT (queue_id) DO UPDATE SET applied_offset = :head "
-                    "WHERE nickname_offsets.applied_offset = :before"
-                ),
-                {"queue": queue, "head": head, "before": before.get(queue, 0)},
-            )
+            await comment_nicknames.jump_offset(session, queue, head, before=before.get(queue, 0))
 
     await on_physical_shard(services, physical, jump)
 
