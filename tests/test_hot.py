@@ -13,7 +13,7 @@ from mediagraph.events import EngagementEvent, EngagementKind, publish_engagemen
 from mediagraph.ids import decode_id, snowflake_floor
 from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
-from mediagraph.resolvers.hot import media_day, rebuild_day, scores_from_database
+from mediagraph.resolvers.hot.days import media_day, rebuild_day, scores_from_database
 from mediagraph.workers import hot as worker
 from mediagraph.workers import views as views_worker
 from tests.support.factories import add_comment, create_media, create_user, record_views

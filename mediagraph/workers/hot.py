@@ -24,7 +24,15 @@ from mediagraph.events import EngagementEvent
 from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
 from mediagraph.keys.hot.lua import APPLY
-from mediagraph.resolvers.hot import WEIGHTS, finalize_day, kept_days, kept_until, live_until, media_day, rebuild_day
+from mediagraph.resolvers.hot.days import (
+    WEIGHTS,
+    finalize_day,
+    kept_days,
+    kept_until,
+    live_until,
+    media_day,
+    rebuild_day,
+)
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)

@@ -5,6 +5,7 @@ Callers route and fence (see `db.residency`); nothing here knows which shard it 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from sqlmodel import col
 
 from mediagraph.db.comments import NEXT_REVISION, Comment, CommentCount
 from mediagraph.db.comments.paths import descendants_upper_bound
-from mediagraph.db.shards.residency import ShardServices, on_logical_shard
+from mediagraph.db.shards.residency import ShardServices, on_logical_shard, read_shard
 
 COMMENT_COLUMNS = tuple(column.name for column in Comment.__table__.columns if column.name != "revision")  # type: ignore[attr-defined]
 
@@ -254,3 +255,23 @@ async def counts_of_media_between(session: AsyncSession, *, first_id: int, end_i
         )
     )
     return [(media_id, logical, count) for media_id, logical, count in rows.all()]
+
+
+async def comment_counts_between(services: ShardServices, first_id: int, end_id: int) -> dict[int, int]:
+    """Live comments of media with ids in [first_id, end_id), from every shard at once."""
+    router = services.databases.router
+
+    async def from_shard(physical: int) -> list[tuple[int, int, int]]:
+        async def work(session: AsyncSession) -> list[tuple[int, int, int]]:
+            return await counts_of_media_between(session, first_id=first_id, end_id=end_id)
+
+        return await read_shard(services, physical, work)
+
+    per_shard = await asyncio.gather(*(from_shard(n) for n in range(len(services.databases.shards))))
+    return {
+        media_id: count
+        for physical, rows in enumerate(per_shard)
+        for media_id, logical, count in rows
+        # A logical shard that moved away leaves a copy behind until its grace ends.
+        if router.physical_of_logical(logical) == physical
+    }

@@ -10,7 +10,6 @@ so tests can interleave them with nickname changes and replays.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -31,7 +30,7 @@ from mediagraph.db.comments import MAX_DEPTH, Comment
 from mediagraph.db.comments import store as comment_store
 from mediagraph.db.comments.paths import LevelFull, next_child_path
 from mediagraph.db.comments.store import COMMENT_COLUMNS
-from mediagraph.db.shards.residency import on_logical_shard, read_shard
+from mediagraph.db.shards.residency import on_logical_shard
 from mediagraph.db.users import User
 from mediagraph.errors import BadUserInput, Conflict, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
@@ -209,23 +208,3 @@ def comment_from_payload(payload: dict[str, Any]) -> Comment:
     fields = {name: payload[name] for name in COMMENT_COLUMNS}
     fields["created_at"] = datetime.fromisoformat(payload["created_at"])
     return Comment(**fields)
-
-
-async def comment_counts_between(services: Services, first_id: int, end_id: int) -> dict[int, int]:
-    """Live comments of media with ids in [first_id, end_id), from every shard at once."""
-    router = services.databases.router
-
-    async def from_shard(physical: int) -> list[tuple[int, int, int]]:
-        async def work(session: AsyncSession) -> list[tuple[int, int, int]]:
-            return await comment_store.counts_of_media_between(session, first_id=first_id, end_id=end_id)
-
-        return await read_shard(services, physical, work)
-
-    per_shard = await asyncio.gather(*(from_shard(n) for n in range(len(services.databases.shards))))
-    return {
-        media_id: count
-        for physical, rows in enumerate(per_shard)
-        for media_id, logical, count in rows
-        # A logical shard that moved away leaves a copy behind until its grace ends.
-        if router.physical_of_logical(logical) == physical
-    }

@@ -1,7 +1,8 @@
-"""Daily hot media: the top 10 media created each day (UTC) by likes × 3 + comments × 2 + views.
+"""Daily hot media boards in Redis: their days, their rebuild from PostgreSQL, their finalisation.
 
-Scores are kept live from the engagement stream by `workers.hot`; a day missing from
-Redis is recomputed from the database, one small query per engagement source.
+Background logic taking `services`, shared by the `hot` worker and the queries: scores
+are kept live from the engagement stream by `workers.hot`; a day missing from Redis is
+recomputed from the database, one small query per engagement source.
 """
 
 from __future__ import annotations
@@ -10,19 +11,15 @@ import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from mediagraph.context import Context
-from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
-from mediagraph.db.media import Media
-from mediagraph.errors import BadUserInput
+from mediagraph.db.comments import store as comment_store
+from mediagraph.db.views import store as view_store
 from mediagraph.events import EngagementKind
 from mediagraph.ids import snowflake_floor, snowflake_time
 from mediagraph.keys.hot import day_rebuild_lock, day_scores, day_state
 from mediagraph.keys.hot.lua import FINALIZE, READ_TOP
-from mediagraph.resolvers import comments, views
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 
@@ -36,9 +33,9 @@ HotSource = Callable[[Services, int, int], Awaitable[dict[int, int]]]
 
 
 SOURCES: dict[EngagementKind, HotSource] = {
-    EngagementKind.VIEW: views.flushed_view_counts_between,
-    EngagementKind.LIKE: views.like_counts_between,
-    EngagementKind.COMMENT: comments.comment_counts_between,
+    EngagementKind.VIEW: lambda services, first, end: view_store.flushed_view_counts_between(services.databases, first, end),
+    EngagementKind.LIKE: lambda services, first, end: view_store.like_counts_between(services.databases, first, end),
+    EngagementKind.COMMENT: comment_store.comment_counts_between,
 }
 
 
@@ -126,55 +123,11 @@ async def finalize_day(services: Services, day: date) -> bool:
     return bool(await FINALIZE.run(services.redis, keys, [TOP, expire_ms]))
 
 
-@dataclass(frozen=True)
-class HotEntry:
-    rank: int
-    media: Media
-    score: int
-
-
-@dataclass(frozen=True)
-class HotDay:
-    day: date
-    final: bool
-    entries: list[HotEntry]
-
-
-def _checked_day(settings: Settings, day: date | None) -> date:
-    kept = kept_days(settings, utcnow())
-    chosen = day or kept[0]
-    if chosen not in kept:
-        raise BadUserInput(
-            f"Hot media are kept for the last {settings.hot_history_days} days (UTC): {kept[-1]} to {kept[0]}.",
-            argument="date",
-        )
-    return chosen
-
-
-async def _read_top(services: Services, day: date) -> list[bytes]:
+async def read_top(services: Services, day: date) -> list[bytes]:
+    """The day's state and best media with their scores (rebuilt from PostgreSQL if Redis lacks it)."""
     keys = [day_scores(services.keys, day), day_state(services.keys, day)]
     reply: list[bytes] = await READ_TOP.run(services.redis, keys, [TOP])
     if not reply:
         await rebuild_day(services, day)
         reply = await READ_TOP.run(services.redis, keys, [TOP])
     return reply
-
-
-async def hot_media(context: Context, *, day: date | None) -> HotDay:
-    chosen = _checked_day(context.settings, day)
-    reply = await _read_top(context.services, chosen)
-    state = reply[0].decode() if reply else ""
-    ranked = [(int(reply[n]), int(float(reply[n + 1]))) for n in range(1, len(reply), 2)]
-    rows = await context.loader(MediaByIdLoader).load_many([media_id for media_id, _ in ranked])
-    # Deleted media drop out; the others keep their places.
-    present = [(row, score) for row, (_, score) in zip(rows, ranked, strict=True) if row is not None]
-    entries = [HotEntry(rank=n, media=row, score=score) for n, (row, score) in enumerate(present, start=1)]
-    return HotDay(day=chosen, final=state == "final", entries=entries)
-
-
-async def hot_media_history(context: Context, *, days: int) -> list[HotDay]:
-    kept = context.settings.hot_history_days
-    if not 1 <= days <= kept:
-        raise BadUserInput(f"`days` must be between 1 and {kept}.", argument="days")
-    wanted = kept_days(context.settings, utcnow())[:days]
-    return list(await asyncio.gather(*(hot_media(context, day=day) for day in wanted)))

@@ -1,0 +1,60 @@
+"""Daily hot media: the top 10 media created each day (UTC) by likes × 3 + comments × 2 + views."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import date
+
+from mediagraph.context import Context
+from mediagraph.dataloaders.media import MediaByIdLoader
+from mediagraph.db.base import utcnow
+from mediagraph.db.media import Media
+from mediagraph.errors import BadUserInput
+from mediagraph.resolvers.hot.days import kept_days, read_top
+from mediagraph.settings import Settings
+
+
+@dataclass(frozen=True)
+class HotEntry:
+    rank: int
+    media: Media
+    score: int
+
+
+@dataclass(frozen=True)
+class HotDay:
+    day: date
+    final: bool
+    entries: list[HotEntry]
+
+
+def _checked_day(settings: Settings, day: date | None) -> date:
+    kept = kept_days(settings, utcnow())
+    chosen = day or kept[0]
+    if chosen not in kept:
+        raise BadUserInput(
+            f"Hot media are kept for the last {settings.hot_history_days} days (UTC): {kept[-1]} to {kept[0]}.",
+            argument="date",
+        )
+    return chosen
+
+
+async def hot_media(context: Context, *, day: date | None) -> HotDay:
+    chosen = _checked_day(context.settings, day)
+    reply = await read_top(context.services, chosen)
+    state = reply[0].decode() if reply else ""
+    ranked = [(int(reply[n]), int(float(reply[n + 1]))) for n in range(1, len(reply), 2)]
+    rows = await context.loader(MediaByIdLoader).load_many([media_id for media_id, _ in ranked])
+    # Deleted media drop out; the others keep their places.
+    present = [(row, score) for row, (_, score) in zip(rows, ranked, strict=True) if row is not None]
+    entries = [HotEntry(rank=n, media=row, score=score) for n, (row, score) in enumerate(present, start=1)]
+    return HotDay(day=chosen, final=state == "final", entries=entries)
+
+
+async def hot_media_history(context: Context, *, days: int) -> list[HotDay]:
+    kept = context.settings.hot_history_days
+    if not 1 <= days <= kept:
+        raise BadUserInput(f"`days` must be between 1 and {kept}.", argument="days")
+    wanted = kept_days(context.settings, utcnow())[:days]
+    return list(await asyncio.gather(*(hot_media(context, day=day) for day in wanted)))
