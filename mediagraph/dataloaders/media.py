@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from mediagraph.dataloaders.base import HotRowsByIdLoader, Loader
-from mediagraph.db.media import Media
+from mediagraph.db.media import BOOKMARKED_BY_USER, Media
 from mediagraph.db.rows import RowBuilder, select_where_any
 
 MEDIA_BY_ID = select_where_any(Media, "id")
@@ -20,14 +20,13 @@ class MediaByIdLoader(HotRowsByIdLoader[Media]):
 class ViewerMarksLoader(Loader[int, bool]):
     """Whether the viewer has a row in a (user_id, media_id) table for each media id: bookmarks, likes."""
 
-    table: ClassVar[str]
+    statement: ClassVar[str]
 
     async def load_batch(self, keys: list[int]) -> Sequence[bool]:
         viewer_id = self.context.viewer_id
         if viewer_id is None:
             return [False] * len(keys)
-        statement = f"SELECT media_id FROM {self.table} WHERE user_id = $1 AND media_id = ANY($2)"
-        rows = await self.context.services.databases.main_reads.fetch(statement, viewer_id, keys)
+        rows = await self.context.services.databases.main_reads.fetch(self.statement, viewer_id, keys)
         marked = {row["media_id"] for row in rows}
         return [key in marked for key in keys]
 
@@ -35,4 +34,4 @@ class ViewerMarksLoader(Loader[int, bool]):
 class BookmarkedByViewerLoader(ViewerMarksLoader):
     """Whether the viewer bookmarked each media id."""
 
-    table = "bookmarks"
+    statement = BOOKMARKED_BY_USER

@@ -5,25 +5,17 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from redis.exceptions import RedisError
-from sqlalchemy import BigInteger, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from mediagraph.dataloaders.base import Loader
 from mediagraph.dataloaders.media import ViewerMarksLoader
-from mediagraph.db.views import MediaLikeCount
+from mediagraph.db.views import MediaLikeCount, store
 from mediagraph.keys.views import Unflushed, ViewBuffer
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)
-
-DURABLE_COUNTS = text(
-    "SELECT i.media_id, coalesce(c.view_count, 0), "
-    "(SELECT array_agg(b.id) FROM media_view_batches b WHERE b.id = ANY(CAST(:batches AS uuid[]))) "
-    "FROM unnest(CAST(:ids AS bigint[])) AS i(media_id) "
-    "LEFT JOIN media_view_count c ON c.media_id = i.media_id"
-).columns(media_id=BigInteger, view_count=BigInteger, applied=ARRAY(UUID(as_uuid=True)))
 
 SessionScope = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
@@ -46,10 +38,7 @@ async def live_view_totals(services: Services, session_scope: SessionScope, medi
         log.warning("view counts without Redis (%s): showing flushed counts only", error)
         unflushed = Unflushed(pending={}, in_flight={})
     async with session_scope() as session:
-        result = await session.execute(
-            DURABLE_COUNTS, {"ids": list(dict.fromkeys(media_ids)), "batches": list(unflushed.in_flight)}
-        )
-        rows = result.all()
+        rows = await store.durable_view_counts(session, media_ids, list(unflushed.in_flight))
     totals = {media_id: count + unflushed.pending.get(media_id, 0) for media_id, count, _ in rows}
     applied = set(rows[0][2] or ()) if rows else set()
     for batch_id, shares in unflushed.in_flight.items():
@@ -80,4 +69,4 @@ class LikeCountByMediaIdLoader(Loader[int, int]):
 class LikedByViewerLoader(ViewerMarksLoader):
     """Whether the viewer likes each media id."""
 
-    table = "media_likes"
+    statement = store.LIKED_BY_USER

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -13,6 +14,12 @@ from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.reads import ReadPool
 from mediagraph.db.shards.router import ShardRouter
 from mediagraph.settings import Settings
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """Raises unless the database answers a trivial query."""
+    async with engine.connect() as connection:
+        await connection.execute(text("SELECT 1"))
 
 
 def make_engine(url: str, settings: Settings) -> AsyncEngine:

@@ -7,6 +7,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import Field
 
 from mediagraph.db.base import MainTable, snowflake_key, timestamp
+from mediagraph.db.rows import Where, select_all
 
 
 class Media(MainTable, table=True):
@@ -49,3 +50,21 @@ class Bookmark(MainTable, table=True):
     user_id: int = Field(sa_column=Column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False))
     media_id: int = Field(sa_column=Column(BigInteger, ForeignKey("media.id", ondelete="CASCADE"), nullable=False))
     created_at: datetime = timestamp()  # type: ignore[assignment]
+
+
+# Whether a user bookmarked each of some media (asyncpg: user id, media ids).
+BOOKMARKED_BY_USER = "SELECT media_id FROM bookmarks WHERE user_id = $1 AND media_id = ANY($2)"
+
+# Media rows, to which a `Where` and an order are appended (asyncpg, the read path).
+ALL_MEDIA = select_all(Media)
+
+
+def with_tags(tags: list[str], *, all_of: bool) -> Where:
+    """Media carrying all (or any) of `tags`; every media when there are none."""
+    if not tags:
+        return Where()
+    return Where().and_("tags @> {}" if all_of else "tags && {}", tags)
+
+
+def owned_by(owner_id: int) -> Where:
+    return Where().and_("owner_id = {}", owner_id)

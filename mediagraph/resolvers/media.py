@@ -19,16 +19,16 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import store as comment_store
-from mediagraph.db.media import Bookmark, Media
-from mediagraph.db.rows import Where, select_all
+from mediagraph.db.media import ALL_MEDIA, Bookmark, Media, owned_by, with_tags
+from mediagraph.db.rows import Where
 from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.keys.media import media_uploaded_channel
 from mediagraph.resolvers.pagination import Page, page_size
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
+from mediagraph.subscriptions.media import uploads
 
 log = logging.getLogger(__name__)
 
-ALL_MEDIA = select_all(Media)
 
 
 class TagMatch(Enum):
@@ -88,16 +88,13 @@ def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
 async def media_list(
     context: Context, *, tags: list[str] | None, tag_match: TagMatch, first: int | None, after: str | None
 ) -> Page[Media]:
-    where = Where()
-    wanted = validation.tags(tags or [])
-    if wanted:
-        where = where.and_("tags @> {}" if tag_match is TagMatch.ALL else "tags && {}", wanted)
+    where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
     return await _newest_page(context, where, first=first, after=after, kind="media:newest")
 
 
 async def media_by_owner(context: Context, *, owner_id: int, first: int | None, after: str | None) -> Page[Media]:
     return await _newest_page(
-        context, Where().and_("owner_id = {}", owner_id), first=first, after=after, kind="media:owner"
+        context, owned_by(owner_id), first=first, after=after, kind="media:owner"
     )
 
 
@@ -261,11 +258,5 @@ async def content_response(context: Context, *, media_id: int, request: Any) -> 
 
 async def uploaded_media(context: Context, *, tags: list[str] | None) -> AsyncIterator[Media]:
     wanted = set(validation.tags(tags or []))
-    services = context.services
-    async with services.bus.subscribe(media_uploaded_channel(services.keys)) as events:
-        async for event in events:
-            # A subscription outlives any one operation: each event gets its own short session.
-            async with services.databases.main_session() as session:
-                media = await session.get(Media, event["id"])
-            if media is not None and (not wanted or wanted.intersection(media.tags)):
-                yield media
+    async for media in uploads(context.services, wanted_tags=wanted):
+        yield media

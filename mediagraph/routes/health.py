@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from mediagraph.db.engines import ping
 from mediagraph.services import Services
 
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -21,8 +21,7 @@ async def healthz(request: Request) -> JSONResponse:
 async def _database_ok(engine: AsyncEngine) -> bool:
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
-            async with engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
+            await ping(engine)
         return True
     except Exception:
         return False

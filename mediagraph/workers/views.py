@@ -18,13 +18,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col
 
 from mediagraph.dataloaders.views import view_buffer
 from mediagraph.db.base import utcnow
-from mediagraph.db.views import MediaViewBatch
+from mediagraph.db.views import MediaViewBatch, store
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.views import Batch
 from mediagraph.services import Services
@@ -39,53 +38,9 @@ EXPIRE_CHUNK = 100
 SESSION_CLEANUP_SECONDS = 60.0
 # Applied-batch ids are kept long past any lease, so a batch reclaimed late still applies once.
 APPLIED_BATCH_RETENTION = timedelta(days=7)
-SYNC_LOCK = 0x76696577  # pg advisory lock: one sync at a time; others skip the round
-
-APPLY_BATCH = text("""
-WITH deltas AS (
-    SELECT d.media_id, d.delta FROM unnest(CAST(:ids AS bigint[]), CAST(:deltas AS bigint[])) AS d(media_id, delta)
-), live AS (
-    -- Views of media deleted since are dropped; KEY SHARE holds off a delete until commit.
-    SELECT m.id FROM media m JOIN deltas d ON d.media_id = m.id ORDER BY m.id FOR KEY SHARE OF m
-), counted AS (
-    INSERT INTO media_view_count AS c (media_id, view_count)
-    SELECT d.media_id, d.delta FROM deltas d JOIN live ON live.id = d.media_id ORDER BY d.media_id
-    ON CONFLICT (media_id) DO UPDATE SET view_count = c.view_count + excluded.view_count
-    RETURNING c.media_id
-)
-INSERT INTO media_count_changes (media_id) SELECT media_id FROM counted
-""")
-
-# One statement, one snapshot: the change rows it consumes and the counts it copies are
-# read together, so every consumed change is reflected; later ones stay for the next sync.
-SYNC_CHANGES = text("""
-WITH taken AS (
-    DELETE FROM media_count_changes
-    WHERE id IN (SELECT id FROM media_count_changes ORDER BY id LIMIT :chunk)
-    RETURNING media_id
-), fresh AS (
-    SELECT t.media_id, coalesce(v.view_count, 0) AS view_count, coalesce(l.like_count, 0) AS like_count
-    FROM (SELECT DISTINCT media_id FROM taken) AS t
-    LEFT JOIN media_view_count v ON v.media_id = t.media_id
-    LEFT JOIN media_like_count l ON l.media_id = t.media_id
-), stamped AS (
-    UPDATE media m SET view_count = f.view_count, like_count = f.like_count, sort_generation = :generation
-    FROM fresh f WHERE m.id = f.media_id
-    RETURNING m.id
-)
-SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM stamped)
-""")
-
-EXPIRE_SESSIONS = text("""
-DELETE FROM media_page_sessions WHERE id IN (
-    SELECT id FROM media_page_sessions WHERE last_used_at < :cutoff ORDER BY last_used_at LIMIT :chunk
-)
-""")
-
 
 async def apply_batch(services: Services, batch: Batch) -> bool:
     """Add the batch to PostgreSQL unless it was already; True if this call applied it."""
-    media_ids = sorted(batch.deltas)
     async with services.databases.main_session() as session, session.begin():
         first = await session.execute(
             insert(MediaViewBatch)
@@ -95,7 +50,7 @@ async def apply_batch(services: Services, batch: Batch) -> bool:
         )
         if first.first() is None:
             return False
-        await session.execute(APPLY_BATCH, {"ids": media_ids, "deltas": [batch.deltas[m] for m in media_ids]})
+        await store.apply_view_deltas(session, batch.deltas)
     return True
 
 
@@ -137,17 +92,7 @@ async def flush(services: Services) -> int:
 async def sync_once(services: Services) -> int:
     """Copy changed counts into the sort columns under a new generation; the changes consumed."""
     async with services.databases.main_session() as session, session.begin():
-        if not await session.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": SYNC_LOCK}):
-            return 0
-        generation = await session.scalar(text("SELECT generation FROM media_sort_generation WHERE id = 1 FOR UPDATE"))
-        following = int(generation or 0) + 1
-        result = await session.execute(SYNC_CHANGES, {"chunk": SYNC_CHUNK, "generation": following})
-        taken, stamped = result.one()
-        if stamped:
-            await session.execute(
-                text("UPDATE media_sort_generation SET generation = :g WHERE id = 1"), {"g": following}
-            )
-    return int(taken)
+        return await store.sync_count_changes(session, chunk=SYNC_CHUNK)
 
 
 async def sync(services: Services) -> int:
@@ -165,16 +110,12 @@ async def expire_sessions(services: Services) -> int:
     deleted = 0
     while True:
         async with services.databases.main_session() as session, session.begin():
-            result = await session.execute(EXPIRE_SESSIONS, {"cutoff": cutoff, "chunk": EXPIRE_CHUNK})
-        count: int = result.rowcount  # type: ignore[attr-defined]
+            count = await store.expire_page_sessions(session, cutoff=cutoff, chunk=EXPIRE_CHUNK)
         deleted += count
         if count < EXPIRE_CHUNK:
             break
     async with services.databases.main_session() as session, session.begin():
-        await session.execute(
-            text("DELETE FROM media_view_batches WHERE applied_at < :cutoff"),
-            {"cutoff": utcnow() - APPLIED_BATCH_RETENTION},
-        )
+        await store.forget_applied_batches(session, before=utcnow() - APPLIED_BATCH_RETENTION)
     return deleted
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
@@ -25,12 +25,11 @@ from mediagraph.dataloaders.views import (
 )
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
-from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount, MediaViewCount
+from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount
 from mediagraph.errors import NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.views import Counted
 from mediagraph.resolvers.media import require_media
-from mediagraph.services import Services
 from mediagraph.subscriptions import views as live
 
 log = logging.getLogger(__name__)
@@ -147,19 +146,3 @@ async def view_count_updates(context: Context, *, media_id: int) -> AsyncIterato
     await require_media(context, media_id)
     async for count in live.view_count_updates(context.services, media_id):
         yield count
-
-
-async def flushed_view_counts_between(services: Services, first_id: int, end_id: int) -> dict[int, int]:
-    """Views flushed to PostgreSQL for media with ids in [first_id, end_id): what VIEW events announced."""
-    return await _counts_between(services, MediaViewCount.media_id, MediaViewCount.view_count, first_id, end_id)
-
-
-async def like_counts_between(services: Services, first_id: int, end_id: int) -> dict[int, int]:
-    """Likes of media with ids in [first_id, end_id)."""
-    return await _counts_between(services, MediaLikeCount.media_id, MediaLikeCount.like_count, first_id, end_id)
-
-
-async def _counts_between(services: Services, media_id: int, count: int, first_id: int, end_id: int) -> dict[int, int]:
-    query = select(col(media_id), col(count)).where(col(media_id) >= first_id, col(media_id) < end_id, col(count) > 0)
-    async with services.databases.main_session() as session:
-        return {row[0]: row[1] for row in (await session.execute(query)).all()}

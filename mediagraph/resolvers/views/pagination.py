@@ -19,7 +19,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import BigInteger, delete, exists, literal, select, text, tuple_, union_all, update
+from sqlalchemy import BigInteger, delete, exists, literal, select, tuple_, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -31,7 +31,7 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
-from mediagraph.db.views import MediaPageSession, MediaPageSessionItem, MediaSortGeneration
+from mediagraph.db.views import MediaPageSession, MediaPageSessionItem, MediaSortGeneration, store
 from mediagraph.errors import BadUserInput, CursorExpired
 from mediagraph.ids import snowflake_time
 from mediagraph.resolvers.media import TagMatch, tag_filter
@@ -41,23 +41,6 @@ from mediagraph.resolvers.pagination import Page, page_size
 INLINE_LIMIT = 100
 
 Item = MediaPageSessionItem
-
-# One statement text whatever the number of items: a multi-row VALUES insert is compiled
-# anew for every page, which profiled as a fifth of a page's time.
-RECORD_DELIVERED = text(
-    "INSERT INTO media_page_session_items (session_id, media_id, seq) "
-    "SELECT :session_id, delivered.media_id, :first_seq + delivered.position - 1 "
-    "FROM unnest(CAST(:media_ids AS bigint[])) WITH ORDINALITY AS delivered(media_id, position) "
-    "ON CONFLICT DO NOTHING"
-)
-
-
-async def _record_delivered(session: AsyncSession, session_id: int, first_seq: int, media_ids: list[int]) -> None:
-    if media_ids:
-        await session.execute(
-            RECORD_DELIVERED, {"session_id": session_id, "first_seq": first_seq, "media_ids": media_ids}
-        )
-
 
 class MediaSort(Enum):
     NEWEST = "NEWEST"
@@ -186,7 +169,7 @@ async def _next_page(
         cut_short = len(omitted) > omitted_limit
         omitted = omitted[:omitted_limit]
         delivered = omitted + page[:limit]
-        await _record_delivered(session, cursor.session_id, cursor.served, [media.id for media in delivered])
+        await store.record_delivered(session, cursor.session_id, cursor.served, [media.id for media in delivered])
         await session.commit()
     _prime(context, delivered)
 
@@ -229,7 +212,7 @@ def omitted_query(sort: MediaSort, cursor: SessionCursor, conditions: list[Any],
 async def _resume_session(session: AsyncSession, context: Context, sort: MediaSort, cursor: SessionCursor) -> None:
     """Lock the session (storing it if the first page's cursor carries it) and forget what followed the cursor."""
     # Sessions are soft state: their writes need not wait for the WAL to reach the disk.
-    await session.execute(text("SET LOCAL synchronous_commit = off"))
+    await store.without_waiting_for_disk(session)
     now = utcnow()
     session_id = cursor.session_id
     if cursor.inline:
@@ -238,7 +221,7 @@ async def _resume_session(session: AsyncSession, context: Context, sort: MediaSo
             .values(id=session_id, sort=sort.value, created_at=snowflake_time(session_id), last_used_at=now)
             .on_conflict_do_update(index_elements=["id"], set_={"last_used_at": now})
         )
-        await _record_delivered(session, session_id, 0, list(cursor.inline))
+        await store.record_delivered(session, session_id, 0, list(cursor.inline))
     else:
         ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
         touched = await session.execute(
