@@ -23,6 +23,7 @@ from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.playback import PlaybackStats
 from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Media(Node):
     tags: list[str]
     content_type: str
     filename: str
-    size_bytes: float = strawberry.field(description="Size in bytes (a Float: files may exceed 2^31).")
+    size_bytes: Count = strawberry.field(description="Size in bytes.")
     created_at: datetime
     updated_at: datetime
 
@@ -90,11 +91,11 @@ class Media(Node):
         return await info.context.loader(BookmarkedByViewerLoader).load(self.raw_id)
 
     @strawberry.field(description="Views counted so far, including those not yet flushed to the database.")
-    async def view_count(self, info: Info[Context, None]) -> int:
+    async def view_count(self, info: Info[Context, None]) -> Count:
         return await view_resolvers.view_count(info.context, self.raw_id)
 
     @strawberry.field
-    async def like_count(self, info: Info[Context, None]) -> int:
+    async def like_count(self, info: Info[Context, None]) -> Count:
         return await view_resolvers.like_count(info.context, self.raw_id)
 
     @strawberry.field
@@ -108,7 +109,7 @@ class Media(Node):
     # The comment fields are nullable: when the media's shard is down they alone come back
     # null with a SERVICE_UNAVAILABLE error, and the rest of the response still arrives.
     @strawberry.field(description="Comments on this media that are not deleted, replies included.")
-    async def comment_count(self, info: Info[Context, None]) -> int | None:
+    async def comment_count(self, info: Info[Context, None]) -> Count | None:
         return await comment_resolvers.comment_count(info.context, media_id=self.raw_id)
 
     @strawberry.field(description="The comment thread in thread order (replies under their parent, oldest first).")

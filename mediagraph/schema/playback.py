@@ -14,6 +14,7 @@ from mediagraph.keys.playback import Entity, Granularity
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
 from mediagraph.schema.extensions import SHARED_STATE
+from mediagraph.schema.scalars import Count
 from mediagraph.subscriptions import playback as live
 
 GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")
@@ -30,7 +31,7 @@ class PlaybackHeartbeat:
     counted: list[CountedInEnum] = strawberry.field(  # type: ignore[valid-type]
         description="The counts this heartbeat added one to; empty when its session had already counted in them all."
     )
-    concurrent: int = strawberry.field(description="The stream's concurrent viewers, this session included.")
+    concurrent: Count = strawberry.field(description="The stream's concurrent viewers, this session included.")
 
     @classmethod
     def from_report(cls, report: PlaybackReport) -> PlaybackHeartbeat:
@@ -47,8 +48,8 @@ class PlaybackHeartbeat:
 class PlaybackBucket:
     start: datetime
     end: datetime
-    count: int = strawberry.field(description="Sessions that played in the bucket, each counted once.")
-    peak: int = strawberry.field(description="The most concurrent viewers seen in the bucket.")
+    count: Count = strawberry.field(description="Sessions that played in the bucket, each counted once.")
+    peak: Count = strawberry.field(description="The most concurrent viewers seen in the bucket.")
 
     @classmethod
     def from_figures(cls, figures: BucketFigures) -> PlaybackBucket:
@@ -59,8 +60,8 @@ class PlaybackBucket:
 class PlaybackStats:
     entity: strawberry.Private[Entity]
 
-    @strawberry.field(description="Plays ever started (sessions). A Float: it may exceed 2^31.")
-    async def total(self, info: Info[Context, None]) -> float:
+    @strawberry.field(description="Plays ever started (sessions).")
+    async def total(self, info: Info[Context, None]) -> Count:
         return await resolvers.total(info.context, self.entity)
 
     @strawberry.field(
@@ -69,7 +70,7 @@ class PlaybackStats:
             "error, while the live store is unreachable (the other figures then come from the durable store)."
         )
     )
-    async def concurrent(self, info: Info[Context, None]) -> int | None:
+    async def concurrent(self, info: Info[Context, None]) -> Count | None:
         return await resolvers.concurrent(info.context, self.entity)
 
     @strawberry.field(
@@ -124,7 +125,7 @@ class PlaybackSubscriptions:
         metadata=SHARED_STATE,
         description="A media's concurrent viewers now, then on every change, at most once a second.",
     )
-    async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[int, None]:
+    async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[Count, None]:
         entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
         async for viewers in live.live_viewers(info.context, entity):
             yield viewers
@@ -135,7 +136,7 @@ class PlaybackSubscriptions:
     )
     async def live_channel_viewers(
         self, info: Info[Context, None], user_id: strawberry.ID
-    ) -> AsyncGenerator[int, None]:
+    ) -> AsyncGenerator[Count, None]:
         entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
         async for viewers in live.live_viewers(info.context, entity):
             yield viewers

@@ -17,6 +17,7 @@ from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.playback import PlaybackStats
 from mediagraph.schema.relay import BuiltByName, Node, register_node
+from mediagraph.schema.scalars import Count
 
 if TYPE_CHECKING:
     from mediagraph.schema.comments import CommentConnection
@@ -88,11 +89,11 @@ class User(Node):
         return follow_connection(page)
 
     @strawberry.field
-    async def follower_count(self, info: Info[Context, None]) -> int:
+    async def follower_count(self, info: Info[Context, None]) -> Count:
         return (await follow_resolvers.follow_counts(info.context, self.raw_id)).followers
 
     @strawberry.field
-    async def following_count(self, info: Info[Context, None]) -> int:
+    async def following_count(self, info: Info[Context, None]) -> Count:
         return (await follow_resolvers.follow_counts(info.context, self.raw_id)).following
 
     @strawberry.field(description="Whether the logged-in viewer follows this user (false when logged out).")

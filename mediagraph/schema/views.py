@@ -10,6 +10,7 @@ from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import views as resolvers
 from mediagraph.schema.extensions import SHARED_STATE
 from mediagraph.schema.media import Media
+from mediagraph.schema.scalars import Count
 
 
 @strawberry.type
@@ -23,7 +24,7 @@ class RecordViewPayload:
 @strawberry.type
 class ViewCountUpdate:
     media_id: strawberry.ID
-    view_count: int
+    view_count: Count
 
 
 @strawberry.type

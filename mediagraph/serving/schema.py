@@ -9,10 +9,12 @@ from typing import Any
 import strawberry
 from graphql import ExecutionResult as GraphQLExecutionResult
 from graphql import GraphQLError
+from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from mediagraph.schema import NODE_TYPES, Mutation, Query, Subscription
 from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal
+from mediagraph.schema.scalars import SCALARS
 from mediagraph.serving.documents import CachedDocuments, DocumentCache
 from mediagraph.settings import Settings, get_settings
 
@@ -54,6 +56,7 @@ def build_schema(settings: Settings | None = None) -> MediagraphSchema:
         subscription=Subscription,
         types=NODE_TYPES,
         extensions=[CloseOperationSession, CachedDocuments],
+        config=StrawberryConfig(scalar_map=SCALARS),
     )
     schema.documents = DocumentCache(schema._schema, settings)
     return schema

@@ -16,6 +16,7 @@ from mediagraph.resolvers.leaderboards import Accepted, definitions
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
+from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
 SortOrderEnum = strawberry.enum(
@@ -64,7 +65,7 @@ class LeaderboardEntry:
 class LeaderboardEntryConnection:
     edges: list[Edge[LeaderboardEntry]]
     page_info: PageInfo
-    total_count: int
+    total_count: Count
 
     @classmethod
     def from_page(cls, page: Page[RankedEntry], total: int) -> LeaderboardEntryConnection:
@@ -141,7 +142,7 @@ class Leaderboard:
         return LeaderboardDefinition.from_row(self.board.definition)
 
     @strawberry.field(description="How many users have a score in this period.")
-    async def size(self, info: Info[Context, None]) -> int:
+    async def size(self, info: Info[Context, None]) -> Count:
         return await resolvers.size(info.context, self.board)
 
     @strawberry.field(description="Entries in rank order.")
@@ -198,7 +199,7 @@ class ScoreInput:
 @strawberry.type
 class SubmitScoresPayload:
     accepted: strawberry.Private[Accepted]
-    changed: int = strawberry.field(description="How many submissions changed a stored score.")
+    changed: Count = strawberry.field(description="How many submissions changed a stored score.")
 
     @strawberry.field
     def leaderboard(self) -> Leaderboard:
