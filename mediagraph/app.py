@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
 from mediagraph.db.provision import provision
 from mediagraph.embedded import resolve_endpoints
+from mediagraph.routes.assets import ASSETS_PATH, graphiql_page, vendored_assets
 from mediagraph.routes.content import media_content
 from mediagraph.routes.health import healthz, readyz
 from mediagraph.services import Services
@@ -52,7 +53,7 @@ class MediagraphApp(Starlette):
 def create_app(settings: Settings | None = None) -> MediagraphApp:
     settings = settings or get_settings()
     schema = build_schema(settings)
-    view = GraphQLApp(schema, settings)
+    view = GraphQLApp(schema, settings, ide_page=graphiql_page)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,14 +71,17 @@ def create_app(settings: Settings | None = None) -> MediagraphApp:
             if embedded is not None:
                 embedded.stop()
 
+    routes: list[BaseRoute] = [
+        Route(GRAPHQL_PATH, view, methods=["GET", "POST"]),
+        WebSocketRoute(GRAPHQL_PATH, view),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/media/{media_id}/content", media_content, methods=["GET", "HEAD"]),
+    ]
+    if settings.graphiql:
+        routes.append(Mount(ASSETS_PATH, app=vendored_assets(), name="assets"))
     app = MediagraphApp(
-        routes=[
-            Route(GRAPHQL_PATH, view, methods=["GET", "POST"]),
-            WebSocketRoute(GRAPHQL_PATH, view),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-            Route("/media/{media_id}/content", media_content, methods=["GET", "HEAD"]),
-        ],
+        routes=routes,
         middleware=[Middleware(BodySizeLimit, settings=settings)],
         lifespan=lifespan,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from mediagraph.cli import admin, serve
+from mediagraph.cli.assets import assets
 from mediagraph.cli.bench import bench
 from mediagraph.cli.shards import shards
 
@@ -17,5 +18,6 @@ app.command()(admin.migrate)
 app.command()(admin.schema)
 app.command()(admin.demo)
 app.command()(admin.token)
+app.add_typer(assets, name="assets")
 app.add_typer(bench, name="bench")
 app.add_typer(shards, name="shards")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -63,17 +64,25 @@ class GraphQLApp(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWSHandler
     schema: MediagraphSchema
 
-    def __init__(self, schema: MediagraphSchema, settings: Settings) -> None:
+    def __init__(
+        self, schema: MediagraphSchema, settings: Settings, *, ide_page: Callable[[Request], HTMLResponse] | None = None
+    ) -> None:
         self.shared_streams = SharedStreams()
+        self.ide_page = ide_page
         super().__init__(
             schema,
-            graphql_ide="graphiql" if settings.graphiql else None,
+            graphql_ide="graphiql" if settings.graphiql and ide_page is not None else None,
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
             connection_init_wait_timeout=timedelta(seconds=10),
             multipart_uploads_enabled=True,
             keep_alive=True,
             keep_alive_interval=15,
         )
+
+    async def render_graphql_ide(self, request: Request) -> HTMLResponse:
+        # Strawberry's page loads GraphiQL from a CDN; ours (routes/pages.py) serves it all itself.
+        assert self.ide_page is not None  # graphql_ide is off without it
+        return self.ide_page(request)
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         context = Context(request.app.state.services, request)
