@@ -32,6 +32,8 @@ from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
 from tests.support.servers import LiveServers
 
+pytest_plugins = ["tests.support.browser"]
+
 RUN_ID = uuid.uuid4().hex[:10]
 PHYSICAL_SHARDS = 2
 
