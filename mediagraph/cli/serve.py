@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -11,7 +11,12 @@ from rich.console import Console
 from mediagraph.cli.runtime import configure_logging, open_services, provisioned
 from mediagraph.workers import registered_workers, run_workers
 
+if TYPE_CHECKING:
+    from mediagraph.demo.traffic import TrafficThread
+    from mediagraph.settings import Settings
+
 console = Console(stderr=True)
+DEMO_USERS = 8
 
 
 class Loop(StrEnum):
@@ -28,6 +33,10 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
     demo: Annotated[bool, typer.Option(help="Load sample users and media before serving.")] = False,
+    traffic: Annotated[
+        bool, typer.Option(help="With the demo data, keep generating activity through the API while serving.")
+    ] = False,
+    traffic_rate: Annotated[float, typer.Option(min=0.1, max=200, help="--traffic: actions a second.")] = 4.0,
     workers: Annotated[
         bool, typer.Option("--workers/--no-workers", help="Run the background workers (in the first process).")
     ] = True,
@@ -43,17 +52,34 @@ def serve(
     configure_logging()
     signal.signal(signal.SIGTERM, _exit_cleanly)
     with provisioned() as (settings, _):
-        if demo:
+        if demo or traffic:
             from mediagraph.cli.admin import load_demo
 
-            load_demo(settings, users=8, media=120)
+            load_demo(settings, users=DEMO_USERS, media=120)
         settings = settings.model_copy(update={"run_workers": workers})
         options = ServerOptions(host=host, port=port, loop=loop.value, http=http.value)
         console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql ({processes} process(es))")
-        if processes == 1:
-            run_server(settings, options)
-        elif status := serve_processes(settings, options, processes):
-            raise typer.Exit(status)
+        beside = _start_traffic(settings, host, port, traffic_rate) if traffic else None
+        try:
+            if processes == 1:
+                run_server(settings, options)
+            elif status := serve_processes(settings, options, processes):
+                raise typer.Exit(status)
+        finally:
+            if beside is not None:
+                beside.stop()
+
+
+def _start_traffic(settings: Settings, host: str, port: int, rate: float) -> TrafficThread:
+    from mediagraph.demo.traffic import TrafficOptions, TrafficThread
+
+    # The server is reached on the loopback whatever address it binds.
+    local = "[::1]" if ":" in host else "127.0.0.1"
+    thread = TrafficThread(
+        f"http://{local}:{port}", settings, TrafficOptions(actions_per_second=rate), users=DEMO_USERS
+    )
+    thread.start()
+    return thread
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -59,17 +59,23 @@ def png_image(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
 class DemoError(RuntimeError):
     """An operation of the demo was refused; the message carries the GraphQL errors."""
 
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(json.dumps(errors)[:500])
+        self.codes = [str((error.get("extensions") or {}).get("code", "INTERNAL")) for error in errors]
+
 
 @dataclass
 class DemoClient:
     http: httpx.AsyncClient
     tokens: dict[str, str] = field(default_factory=dict)
 
-    async def run(self, query: str, variables: dict[str, Any], *, token: str | None = None) -> dict[str, Any]:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
+    async def run(
+        self, query: str, variables: dict[str, Any], *, token: str | None = None, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        headers = {**(headers or {}), **({"authorization": f"Bearer {token}"} if token else {})}
         body = (await self.http.post("/graphql", json={"query": query, "variables": variables}, headers=headers)).json()
         if body.get("errors"):
-            raise DemoError(json.dumps(body["errors"])[:500])
+            raise DemoError(body["errors"])
         return body["data"]  # type: ignore[no-any-return]
 
     async def upload(self, *, token: str, title: str, tags: list[str], image: bytes) -> str:
@@ -82,12 +88,12 @@ class DemoClient:
         )
         body = response.json()
         if body.get("errors"):
-            raise DemoError(json.dumps(body["errors"])[:500])
+            raise DemoError(body["errors"])
         return body["data"]["uploadMedia"]["id"]  # type: ignore[no-any-return]
 
 
 @contextlib.asynccontextmanager
-async def _in_process_client(settings: Settings) -> AsyncIterator[DemoClient]:
+async def in_process_client(settings: Settings) -> AsyncIterator[DemoClient]:
     from mediagraph.app import create_app
 
     app = create_app(settings.model_copy(update={"run_workers": False}))
@@ -100,7 +106,7 @@ async def _in_process_client(settings: Settings) -> AsyncIterator[DemoClient]:
 async def load_demo(settings: Settings, *, users: int, media: int, seed: int = 7) -> bool:
     """Load the sample data; returns False when it was already there (a second start reuses it)."""
     rng = random.Random(seed)
-    async with _in_process_client(settings) as client:
+    async with in_process_client(settings) as client:
         if await _already_loaded(client):
             return False
         steps = users + media + users * 2 + media * 4 + 2
