@@ -56,18 +56,25 @@ class ResilientRedisBackend(BroadcastBackend):
         await self._publisher.aclose()
 
     async def subscribe(self, channel: str) -> None:
-        async with self._lock:
-            self._channels.add(channel)
-            if self._pubsub is not None:
-                with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
-                    await self._pubsub.subscribe(channel)
+        await self.subscribe_many([channel])
 
     async def unsubscribe(self, channel: str) -> None:
+        await self.unsubscribe_many([channel])
+
+    async def subscribe_many(self, channels: list[str]) -> None:
+        """One SUBSCRIBE for all of them: a source watching a hundred media waits one round trip."""
         async with self._lock:
-            self._channels.discard(channel)
+            self._channels.update(channels)
             if self._pubsub is not None:
                 with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
-                    await self._pubsub.unsubscribe(channel)
+                    await self._pubsub.subscribe(*channels)
+
+    async def unsubscribe_many(self, channels: list[str]) -> None:
+        async with self._lock:
+            self._channels.difference_update(channels)
+            if self._pubsub is not None:
+                with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+                    await self._pubsub.unsubscribe(*channels)
 
     async def publish(self, channel: str, message: Any) -> None:
         await self._publisher.publish(channel, message)

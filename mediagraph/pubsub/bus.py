@@ -10,6 +10,7 @@ newest state (what counters and rankings want).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -46,26 +47,64 @@ class Mailbox(asyncio.Queue["Event | None"]):
         super().put_nowait(item)
 
 
+class Notices:
+    """Which of several channels had a message since last taken, for sources that re-read state on any change.
+
+    It stands in for a queue on every channel it watches: holding only channel names,
+    it costs the same however busy they are.
+    """
+
+    def __init__(self) -> None:
+        self.fired: set[str] = set()
+        self.wake = asyncio.Event()
+
+    async def put(self, item: Event | None) -> None:
+        self.put_nowait(item)
+
+    def put_nowait(self, item: Event | None) -> None:
+        if item is not None:
+            self.fired.add(item.channel)
+            self.wake.set()
+
+    def take(self) -> set[str]:
+        fired, self.fired = self.fired, set()
+        self.wake.clear()
+        return fired
+
+
 class BoundedBroadcast(Broadcast):
     @asynccontextmanager
     async def subscribe_bounded(self, channel: str, *, keep: int) -> AsyncIterator[Mailbox]:
         mailbox = Mailbox(keep)
-        subscribers: dict[str, set[Any]] = self._subscribers
-        try:
-            if not subscribers.get(channel):
-                await self._backend.subscribe(channel)
-                subscribers[channel] = {mailbox}
-            else:
-                subscribers[channel].add(mailbox)
+        async with self.attach([channel], mailbox):
             yield mailbox
+
+    @asynccontextmanager
+    async def attach(self, channels: list[str], receiver: Any) -> AsyncIterator[None]:
+        """Deliver what is published on `channels` to `receiver` (anything with `put`) while inside."""
+        subscribers: dict[str, set[Any]] = self._subscribers
+        backend: ResilientRedisBackend = self._backend  # type: ignore[assignment]
+        added: list[str] = []
+        try:
+            new = [channel for channel in channels if not subscribers.get(channel)]
+            if new:
+                await backend.subscribe_many(new)
+            for channel in channels:
+                subscribers.setdefault(channel, set()).add(receiver)
+                added.append(channel)
+            yield
         finally:
-            # Cancelled while the backend was still subscribing, the mailbox was never added.
-            members = subscribers.get(channel)
-            if members is not None:
-                members.discard(mailbox)
-            if not members:
-                subscribers.pop(channel, None)
-                await self._backend.unsubscribe(channel)
+            # Cancelled while the backend was still subscribing, the receiver was never added.
+            released = []
+            for channel in channels:
+                members = subscribers.get(channel)
+                if members is not None:
+                    members.discard(receiver)
+                if not members:
+                    subscribers.pop(channel, None)
+                    released.append(channel)
+            if released:
+                await backend.unsubscribe_many(released)
 
 
 class EventBus:
@@ -87,6 +126,21 @@ class EventBus:
     def local_subscribers(self, channel: str) -> int:
         """How many subscribers in this process listen on `channel`."""
         return len(self._broadcast._subscribers.get(channel, ()))
+
+    @asynccontextmanager
+    async def notices(
+        self, channels: list[str], *, min_interval: float, refresh_seconds: float | None = None
+    ) -> AsyncIterator[AsyncIterator[set[str]]]:
+        """The channels among `channels` that had a message, for sources that re-read state.
+
+        First every channel at once (subscribed: read the current state now), then the
+        ones that fired, at most once per `min_interval` seconds. With `refresh_seconds`,
+        every channel again that often, so a message lost while the pub/sub connection
+        was reconnecting delays a change by at most that long.
+        """
+        notices = Notices()
+        async with self._broadcast.attach(channels, notices):
+            yield _notices(notices, channels, min_interval, refresh_seconds)
 
     @asynccontextmanager
     async def subscribe(
@@ -118,3 +172,31 @@ async def _deliveries(mailbox: Mailbox, min_interval: float) -> AsyncIterator[An
         if event is None:
             return
         yield orjson.loads(event.message)
+
+
+async def _notices(
+    notices: Notices, channels: list[str], min_interval: float, refresh_seconds: float | None
+) -> AsyncIterator[set[str]]:
+    loop = asyncio.get_running_loop()
+    everything = set(channels)
+    yield set(everything)
+    next_refresh = loop.time() + refresh_seconds if refresh_seconds else None
+    next_allowed = loop.time() + min_interval
+    while True:
+        due = next_refresh is not None and loop.time() >= next_refresh
+        if not due:
+            timeout = None if next_refresh is None else next_refresh - loop.time()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await notices.wake.wait()
+        wait = next_allowed - loop.time()
+        if wait > 0:
+            # Whatever fires meanwhile joins this delivery.
+            await asyncio.sleep(wait)
+        fired = notices.take()
+        if next_refresh is not None and loop.time() >= next_refresh:
+            fired = set(everything)
+            next_refresh = loop.time() + (refresh_seconds or 0)
+        if fired:
+            next_allowed = loop.time() + min_interval
+            yield fired
