@@ -40,6 +40,10 @@ class Context:
         await self.db.close()
         # Loaders cache per operation (a websocket's context outlives many); dropping them
         # also breaks the loader -> context cycle, so a request's objects are freed at once.
+        self.forget_loaded()
+
+    def forget_loaded(self) -> None:
+        """Drop what the loaders hold, so the next read sees the current values."""
         self._loaders.clear()
 
     @property

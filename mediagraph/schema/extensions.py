@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 from graphql import GraphQLError
 from strawberry.exceptions import StrawberryInputCoercionError
 from strawberry.extensions import SchemaExtension
+from strawberry.types import StreamExecutionResult
 
 from mediagraph.errors import UserError
 
@@ -18,6 +19,9 @@ INTERNAL_MESSAGE = "Internal server error."
 # Metadata for `strawberry.subscription(metadata=SHARED_STATE)`: results are the same for everyone,
 # so identical subscriptions may share one execution (`serving/sharing.py`).
 SHARED_STATE = {"shared_state": True}
+# Metadata for a field whose value depends on who asks (`viewerHasLiked`, owner-only figures):
+# a subscription that selects one is executed per subscriber, never shared.
+VIEWER_DEPENDENT = {"viewer_dependent": True}
 
 
 def coded(error: GraphQLError) -> GraphQLError:
@@ -62,3 +66,11 @@ class CloseOperationSession(SchemaExtension):
             close = getattr(self.execution_context.context, "close", None)
             if close is not None:
                 await close()
+
+    def on_stream_result(self, result: StreamExecutionResult) -> Iterator[None]:
+        yield
+        # A subscription is one operation that lives on: what its loaders read for one push
+        # (a media's counts, a user's nickname) must not be served again in the next one.
+        forget = getattr(self.execution_context.context, "forget_loaded", None)
+        if forget is not None:
+            forget()

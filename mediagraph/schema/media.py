@@ -21,6 +21,7 @@ from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
+from mediagraph.schema.extensions import VIEWER_DEPENDENT
 from mediagraph.schema.playback import PlaybackStats
 from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
 from mediagraph.schema.scalars import Count
@@ -86,7 +87,7 @@ class Media(Node):
             raise RuntimeError(f"media {self.raw_id} has no uploader row")
         return User.from_row(row)
 
-    @strawberry.field
+    @strawberry.field(metadata=VIEWER_DEPENDENT)
     async def viewer_has_bookmarked(self, info: Info[Context, None]) -> bool:
         return await info.context.loader(BookmarkedByViewerLoader).load(self.raw_id)
 
@@ -98,7 +99,7 @@ class Media(Node):
     async def like_count(self, info: Info[Context, None]) -> Count:
         return await view_resolvers.like_count(info.context, self.raw_id)
 
-    @strawberry.field
+    @strawberry.field(metadata=VIEWER_DEPENDENT)
     async def viewer_has_liked(self, info: Info[Context, None]) -> bool:
         return await view_resolvers.viewer_has_liked(info.context, self.raw_id)
 

@@ -15,6 +15,7 @@ from mediagraph.resolvers import users as resolvers
 from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
+from mediagraph.schema.extensions import VIEWER_DEPENDENT
 from mediagraph.schema.playback import PlaybackStats
 from mediagraph.schema.relay import BuiltByName, Node, register_node
 from mediagraph.schema.scalars import Count
@@ -60,7 +61,10 @@ class User(Node):
         page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, first=first, after=after)
         return media_connection(page)
 
-    @strawberry.field(description="Media this user bookmarked, newest bookmark first. Only visible to the user.")
+    @strawberry.field(
+        description="Media this user bookmarked, newest bookmark first. Only visible to the user.",
+        metadata=VIEWER_DEPENDENT,
+    )
     async def bookmarks(
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> MediaConnectionRef:
@@ -96,7 +100,10 @@ class User(Node):
     async def following_count(self, info: Info[Context, None]) -> Count:
         return (await follow_resolvers.follow_counts(info.context, self.raw_id)).following
 
-    @strawberry.field(description="Whether the logged-in viewer follows this user (false when logged out).")
+    @strawberry.field(
+        description="Whether the logged-in viewer follows this user (false when logged out).",
+        metadata=VIEWER_DEPENDENT,
+    )
     async def viewer_follows(self, info: Info[Context, None]) -> bool:
         return await follow_resolvers.viewer_follows(info.context, self.raw_id)
 

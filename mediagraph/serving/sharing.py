@@ -9,7 +9,9 @@ what it would have got alone: a state subscription answers with the current stat
 first.
 
 Only root fields whose strawberry definition carries `SHARED_STATE` qualify: their
-results must not depend on who asks (no viewer, no per-connection arguments).
+results must not depend on who asks (no viewer, no per-connection arguments). A
+document that also selects a field marked `VIEWER_DEPENDENT` (`viewerHasLiked` on a
+pushed media) runs per subscriber, so each sees their own value.
 
 Results are written to every socket straight from the stream's task; a socket that
 cannot take one at once is left to its own task and holds at most the newest result,
@@ -25,7 +27,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from graphql import FieldNode, GraphQLError, OperationDefinitionNode
+from graphql import (
+    BREAK,
+    DocumentNode,
+    FieldNode,
+    GraphQLError,
+    GraphQLField,
+    OperationDefinitionNode,
+    TypeInfo,
+    TypeInfoVisitor,
+    Visitor,
+    visit,
+)
 from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
@@ -280,9 +293,33 @@ def _is_shared_state(schema: MediagraphSchema, query: str, operation_name: str |
         return False
     subscription_type = schema._schema.subscription_type
     field = subscription_type.fields.get(selections[0].name.value) if subscription_type else None
+    if not _metadata(field).get("shared_state"):
+        return False
+    # One execution answers everyone: a selection that reaches a field whose value depends
+    # on who asks (viewerHasLiked, …) runs per subscriber instead, so nobody sees another's.
+    return not _reaches_viewer_dependent_field(schema, prepared.document)
+
+
+def _metadata(field: GraphQLField | None) -> dict[str, Any]:
     strawberry_field = field.extensions.get(DEFINITION_BACKREF) if field is not None else None
-    metadata = getattr(strawberry_field, "metadata", None) or {}
-    return bool(metadata.get("shared_state"))
+    return getattr(strawberry_field, "metadata", None) or {}
+
+
+def _reaches_viewer_dependent_field(schema: MediagraphSchema, document: DocumentNode) -> bool:
+    """Whether any field the document selects, in fragments too, is marked VIEWER_DEPENDENT."""
+    type_info = TypeInfo(schema._schema)
+    found = False
+
+    class Finder(Visitor):
+        def enter_field(self, node: FieldNode, *args: Any) -> Any:
+            nonlocal found
+            if _metadata(type_info.get_field_def()).get("viewer_dependent"):
+                found = True
+                return BREAK
+            return None
+
+    visit(document, TypeInfoVisitor(type_info, Finder()))
+    return found
 
 
 def _next_payload(result: ExecutionResult) -> dict[str, Any]:
