@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import strawberry
 from strawberry.types import Info
 
@@ -9,20 +11,31 @@ from mediagraph.ids import parse_global_id
 from mediagraph.schema.relay import NODE_FETCHERS, NODE_ID_PARTS, Node
 
 
+async def fetch_node(context: Context, global_id: str) -> Node | None:
+    """The object a global id names, or None when no such object (or type) exists."""
+    type_name, raw_ids = parse_global_id(global_id)
+    fetch = NODE_FETCHERS.get(type_name)
+    if fetch is None:
+        return None
+    if len(raw_ids) != NODE_ID_PARTS[type_name]:
+        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    return await fetch(context, *raw_ids)  # type: ignore[no-any-return]
+
+
 @strawberry.type
 class NodeQueries:
+    # Root fields get no `self` (the root value is None): they call module functions.
     @strawberry.field(description="Fetch any object by its global id.")
     async def node(self, info: Info[Context, None], id: strawberry.ID) -> Node | None:
-        type_name, raw_ids = parse_global_id(id)
-        fetch = NODE_FETCHERS.get(type_name)
-        if fetch is None:
-            return None
-        if len(raw_ids) != NODE_ID_PARTS[type_name]:
-            raise BadUserInput(f"Malformed id {id[:40]!r}.")
-        return await fetch(info.context, *raw_ids)  # type: ignore[no-any-return]
+        return await fetch_node(info.context, id)
 
-    @strawberry.field(description="Fetch many objects by global id, in order; null where missing.")
+    @strawberry.field(
+        description="Fetch many objects by global id, in the order given; null for ids that name nothing. "
+        "At most `first`'s cap (100) ids at once."
+    )
     async def nodes(self, info: Info[Context, None], ids: list[strawberry.ID]) -> list[Node | None]:
-        if len(ids) > info.context.settings.max_page_size:
-            raise BadUserInput(f"At most {info.context.settings.max_page_size} ids at once.", argument="ids")
-        return [await self.node(info, node_id) for node_id in ids]
+        limit = info.context.settings.max_page_size
+        if len(ids) > limit:
+            raise BadUserInput(f"At most {limit} ids at once.", argument="ids", limit=limit)
+        # Fetched together, so each type's loader reads all its ids in one batch.
+        return list(await asyncio.gather(*(fetch_node(info.context, node_id) for node_id in ids)))
