@@ -1,11 +1,16 @@
 """`mediagraph bench http`: mediagraph and PostGraphile serving the same rows, under the same load.
 
-Both servers read one PostgreSQL database holding `--media` media rows (and their
-uploaders). wrk drives each in turn with the same concurrency, for every workload,
-for several rounds, alternating which server goes first. Requests cycle through
-every id of the table in random order (and through the cursors of the first
-`--page-depth` pages), so neither side can answer from a few cached rows. A
-response that is not a 200 or carries `errors` counts as a failure.
+All servers read one PostgreSQL database holding `--media` media rows (their
+uploaders and likes). wrk drives each in turn with the same concurrency, for every
+read workload, for several rounds, alternating which server goes first. Requests
+cycle through every id of the table in random order (and through the cursors of the
+first `--page-depth` pages of one scrolling session per connection), so no side can
+answer from a few cached rows. Then the hot writes run on mediagraph alone (see
+`http_writes`), each compared with mediagraph's own `media(id:)` of the same round.
+A response that is not a 200 or carries `errors` counts as a failure.
+
+`--only` runs a subset (a write brings `by-id` along, its yardstick); `--profile`
+records the mediagraph process with py-spy during each workload's first round.
 """
 
 from __future__ import annotations
@@ -13,65 +18,40 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-from contextlib import ExitStack
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from benchmarks import http_data
+from benchmarks import http_data, http_writes, profiling
 from benchmarks.harness import WORK_DIR, bench_settings, console, report
-from benchmarks.servers import install_postgraphile, mediagraph_server, postgraphile_server
-from benchmarks.wrk import INSTALL_HINT, LoadResult, run_wrk, write_bodies, wrk_path
+from benchmarks.http_workloads import (
+    BY_ID,
+    MEDIAGRAPH,
+    PAGE_SIZE,
+    POSTGRAPHILE,
+    POSTGRAPHILE5,
+    Dialect,
+    Listing,
+    Workload,
+)
+from benchmarks.servers import (
+    install_postgraphile,
+    install_postgraphile5,
+    mediagraph_process,
+    postgraphile5_server,
+    postgraphile_server,
+)
+from benchmarks.wrk import INSTALL_HINT, Load, LoadResult, bodies_load, run_wrk, write_bodies, wrk_path
 from mediagraph.ids import to_global_id
 
-# The listing each side pages through: by view count, most viewed first. mediagraph's
-# also tracks the session's served items to report the omitted ones on later pages.
-MEDIAGRAPH_LIST = "mediaList(sort: VIEWS, first: $first, after: $after)"
-POSTGRAPHILE_LIST = "allMedia(first: $first, after: $after, orderBy: [VIEW_COUNT_DESC, ID_DESC])"
-# Counts on each media item: mediagraph's are live (flushed plus pending views) and carry
-# likes too; PostGraphile's is the column.
-MEDIAGRAPH_COUNTS = "viewCount likeCount"
-POSTGRAPHILE_COUNTS = "viewCount"
-
-PAGE_SIZE = 20
 # By-id requests cycle through every row (up to this many), in random order: at these rates
 # an id comes back every several seconds, past any short-lived cache's bound.
 DISTINCT_IDS = 100_000
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    mediagraph: str
-    postgraphile: str
-    paged: bool
-
-
-WORKLOADS = (
-    Workload(
-        "media by id",
-        "query($id: ID!) { media(id: $id) { id title description tags contentType createdAt } }",
-        "query($id: BigInt!) { mediaById(id: $id) { id title description tags contentType createdAt } }",
-        paged=False,
-    ),
-    Workload(
-        f"{PAGE_SIZE}-item page by view count",
-        f"query($first: Int, $after: String) {{ {MEDIAGRAPH_LIST} {{ edges {{ cursor node {{ id title tags createdAt"
-        f" {MEDIAGRAPH_COUNTS} }} }} pageInfo {{ hasNextPage endCursor }} }} }}",
-        f"query($first: Int, $after: Cursor) {{ {POSTGRAPHILE_LIST} {{ edges {{ cursor node {{ id title tags createdAt"
-        f" {POSTGRAPHILE_COUNTS} }} }} pageInfo {{ hasNextPage endCursor }} }} }}",
-        paged=True,
-    ),
-    Workload(
-        f"{PAGE_SIZE} media with uploader and counts",
-        f"query($first: Int, $after: String) {{ {MEDIAGRAPH_LIST} {{ edges {{ node {{ id title {MEDIAGRAPH_COUNTS}"
-        " uploader { id username nickname } } } pageInfo { hasNextPage endCursor } } }",
-        f"query($first: Int, $after: Cursor) {{ {POSTGRAPHILE_LIST} {{ edges {{ node {{ id title {POSTGRAPHILE_COUNTS}"
-        " userByOwnerId { id username nickname } } } pageInfo { hasNextPage endCursor } } }",
-        paged=True,
-    ),
-)
+WARM_UP_SECONDS = 2
+MEDIAGRAPH_NAME = "mediagraph"
 
 
 @dataclass(frozen=True)
@@ -84,15 +64,37 @@ class Options:
     processes: int
     page_depth: int
     postgraphile: bool
+    peers: tuple[str, ...] = ()  # further peers: "postgraphile5"
+    workloads: tuple[Workload, ...] = ()
+    profile: bool = False
 
 
 @dataclass(frozen=True)
+class Peer:
+    key: str
+    name: str
+    dialect: Dialect
+    install: Callable[[Callable[[str], None]], Path | None]
+    server: Callable[..., AbstractContextManager[str]]
+
+
+PEERS = {
+    "postgraphile4": Peer("postgraphile4", "PostGraphile 4", POSTGRAPHILE, install_postgraphile, postgraphile_server),
+    "postgraphile5": Peer(
+        "postgraphile5", "PostGraphile 5", POSTGRAPHILE5, install_postgraphile5, postgraphile5_server
+    ),
+}
+
+
+@dataclass
 class Target:
-    """One server under test: its GraphQL URL, and the request bodies of each workload."""
+    """One server under test: its GraphQL URL, dialect, and the load of each workload."""
 
     name: str
     url: str
-    bodies: dict[str, Path]
+    dialect: Dialect
+    loads: dict[str, Load]
+    pid: int | None = None  # mediagraph's, for the profiler
 
 
 def recommended_serve_options(processes: int) -> list[str]:
@@ -104,113 +106,177 @@ def run(options: Options) -> None:
     if wrk_path() is None:
         console.print(f"[red]{INSTALL_HINT}[/]")
         raise SystemExit(2)
-    with bench_settings("http", environment="production", secret_key=os.urandom(24).hex()) as settings:
+    reads = [workload for workload in options.workloads if not workload.write]
+    writes = [workload for workload in options.workloads if workload.write]
+    wanted_peers = [PEERS["postgraphile4"]] if options.postgraphile else []
+    wanted_peers += [PEERS[key] for key in options.peers if PEERS[key] not in wanted_peers]
+    with bench_settings(
+        "http",
+        environment="production",
+        secret_key=os.urandom(24).hex(),
+        # Every player here shares one address; the limit on new playback sessions is per address.
+        playback_new_sessions_per_minute=1_000_000_000,
+    ) as settings:
         folder = WORK_DIR / f"http-{settings.redis_prefix.split(':')[2]}"
-        console.print(f"loading {options.media:,} media and {options.users:,} users ...")
+        console.print(f"loading {options.media:,} media, {options.users:,} users and their likes ...")
         asyncio.run(http_data.load(settings.database_url, media=options.media, users=options.users))
         ids = asyncio.run(http_data.sample_media_ids(settings.database_url, DISTINCT_IDS))
-        executable = None
-        if options.postgraphile:
+        user_ids = asyncio.run(http_data.user_ids(settings.database_url))
+        installed: list[tuple[Peer, Path]] = []
+        if wanted_peers:
             asyncio.run(http_data.expose_for_postgraphile(settings.database_url))
-            executable = install_postgraphile(console.print)
+        for peer in wanted_peers:
+            executable = peer.install(console.print)
+            if executable is None:
+                console.print(f"[yellow]{peer.name} is unavailable: measured without it.[/]")
+            else:
+                installed.append((peer, executable))
         with ExitStack() as stack:
-            base = stack.enter_context(
-                mediagraph_server(
+            server = stack.enter_context(
+                mediagraph_process(
                     settings,
                     serve_options=recommended_serve_options(options.processes),
                     log=folder / "mediagraph.log",
                 )
             )
-            targets = [_target("mediagraph", f"{base}/graphql", folder, ids, options)]
-            if executable is not None:
+            mediagraph = Target(MEDIAGRAPH_NAME, f"{server.base}/graphql", MEDIAGRAPH, {}, server.pid)
+            targets = [mediagraph]
+            for peer, executable in installed:
                 url = stack.enter_context(
-                    postgraphile_server(
+                    peer.server(
                         executable,
                         database_url=http_data.plain_url(settings.database_url),
                         schema=http_data.POSTGRAPHILE_SCHEMA,
-                        log=folder / "postgraphile.log",
+                        log=folder / f"{peer.key}.log",
                     )
                 )
-                targets.append(_target("PostGraphile", url, folder, ids, options))
-            else:
-                console.print("[yellow]PostGraphile is unavailable: measuring mediagraph alone, without ratios.[/]")
+                targets.append(Target(peer.name, url, peer.dialect, {}))
+            for target in targets:
+                target.loads.update(_read_loads(target, reads, folder, ids, options))
+            if writes:
+                data = http_writes.write_data(
+                    folder, settings, media_ids=ids, user_ids=user_ids, likers=http_data.likers(user_ids)
+                )
+                http_writes.define_board(mediagraph.url, data.service_token.read_text().strip())
+                all_writes = http_writes.loads(data)
+                mediagraph.loads.update({workload.key: all_writes[workload.key] for workload in writes})
             try:
-                results = _drive(targets, options)
+                results = _drive(targets, reads, writes, options, folder)
             finally:
                 # The request bodies are large and rebuilt every run; the servers' logs stay.
                 for target in targets:
-                    for bodies in target.bodies.values():
-                        bodies.unlink(missing_ok=True)
-    _report(results, targets, options)
+                    for load in target.loads.values():
+                        for path in load.arguments:
+                            path.unlink(missing_ok=True)
+    _report(results, targets, reads, writes, options)
 
 
-def _target(name: str, url: str, folder: Path, ids: list[int], options: Options) -> Target:
-    is_mediagraph = name == "mediagraph"
-    list_field = MEDIAGRAPH_LIST if is_mediagraph else POSTGRAPHILE_LIST
-    cursor_type = "String" if is_mediagraph else "Cursor"
-    # One scrolling session per connection, as that many readers would have: mediagraph's
-    # cursors carry a pagination session, and one session's pages are served one at a
-    # time. Page-major order keeps the requests in flight on different sessions.
-    walks = asyncio.run(_walk_sessions(url, list_field, cursor_type, options.page_depth, options.connections))
-    cursors = [walk[page] for page in range(max(map(len, walks))) for walk in walks if page < len(walk)]
-    bodies: dict[str, Path] = {}
-    for workload in WORKLOADS:
-        query = workload.mediagraph if is_mediagraph else workload.postgraphile
-        if workload.paged:
-            variables = [{"first": PAGE_SIZE, "after": cursor} for cursor in cursors]
+def _read_loads(
+    target: Target, reads: list[Workload], folder: Path, ids: list[int], options: Options
+) -> dict[str, Load]:
+    dialect = target.dialect
+    listings = sorted({workload.listing for workload in reads if workload.listing is not None}, key=lambda x: x.value)
+    cursors: dict[Listing, list[str | None]] = {}
+    for listing in listings:
+        # One scrolling session per connection, as that many readers would have: mediagraph's
+        # cursors carry a pagination session, and one session's pages are served one at a
+        # time. Page-major order keeps the requests in flight on different sessions.
+        console.print(f"{target.name}: walking {options.connections} sessions of the {listing.value} listing ...")
+        walks = asyncio.run(_walk_sessions(target.url, dialect, listing, options.page_depth, options.connections))
+        cursors[listing] = [walk[page] for page in range(max(map(len, walks))) for walk in walks if page < len(walk)]
+    loads: dict[str, Load] = {}
+    for workload in reads:
+        query = workload.document(dialect)
+        if workload.listing is not None:
+            variables = [{"first": PAGE_SIZE, "after": cursor} for cursor in cursors[workload.listing]]
         else:
-            variables = [{"id": to_global_id("Media", id_) if is_mediagraph else str(id_)} for id_ in ids]
-        slug = workload.name.replace(" ", "-")
-        bodies[workload.name] = write_bodies(
-            folder / f"{name.lower()}-{slug}.jsonl", [{"query": query, "variables": v} for v in variables]
+            variables = [{"id": to_global_id("Media", id_) if dialect.global_ids else str(id_)} for id_ in ids]
+        slug = target.name.lower().replace(" ", "")
+        loads[workload.key] = bodies_load(
+            write_bodies(folder / f"{slug}-{workload.key}.jsonl", [{"query": query, "variables": v} for v in variables])
         )
-    return Target(name, url, bodies)
+    return loads
 
 
 async def _walk_sessions(
-    url: str, list_field: str, cursor_type: str, pages: int, sessions: int
+    url: str, dialect: Dialect, listing: Listing, pages: int, sessions: int
 ) -> list[list[str | None]]:
-    return list(await asyncio.gather(*(_walk_cursors(url, list_field, cursor_type, pages) for _ in range(sessions))))
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=sessions)) as client:
+        return list(
+            await asyncio.gather(*(_walk_cursors(client, url, dialect, listing, pages) for _ in range(sessions)))
+        )
 
 
-async def _walk_cursors(url: str, list_field: str, cursor_type: str, pages: int) -> list[str | None]:
+async def _walk_cursors(
+    client: httpx.AsyncClient, url: str, dialect: Dialect, listing: Listing, pages: int
+) -> list[str | None]:
     """The cursor before each of the first `pages` pages of one session, fetched from the server itself."""
-    query = f"query($first: Int, $after: {cursor_type}) {{ {list_field} {{ pageInfo {{ hasNextPage endCursor }} }} }}"
-    field = list_field.split("(")[0]
+    query = dialect.walk_document(listing)
+    field = dialect.list_field(listing)
     cursors: list[str | None] = [None]
-    async with httpx.AsyncClient(timeout=60) as client:
-        while len(cursors) < pages:
-            variables = {"first": PAGE_SIZE, "after": cursors[-1]}
-            body = (await client.post(url, json={"query": query, "variables": variables})).json()
-            if body.get("errors"):
-                raise RuntimeError(f"walking {field} failed: {body['errors']}")
-            info = body["data"][field]["pageInfo"]
-            if not info["hasNextPage"]:
-                break
-            cursors.append(info["endCursor"])
+    while len(cursors) < pages:
+        variables = {"first": PAGE_SIZE, "after": cursors[-1]}
+        body = (await client.post(url, json={"query": query, "variables": variables})).json()
+        if body.get("errors"):
+            raise RuntimeError(f"walking {field} failed: {body['errors']}")
+        info = body["data"][field]["pageInfo"]
+        if not info["hasNextPage"]:
+            break
+        cursors.append(info["endCursor"])
     return cursors
 
 
-def _drive(targets: list[Target], options: Options) -> dict[tuple[str, str], list[LoadResult]]:
-    results: dict[tuple[str, str], list[LoadResult]] = {}
-    for workload in WORKLOADS:
+Results = dict[tuple[str, str], list[LoadResult]]
+
+
+def _drive(
+    targets: list[Target], reads: list[Workload], writes: list[Workload], options: Options, folder: Path
+) -> Results:
+    results: Results = {}
+    mediagraph = targets[0]
+    for workload in reads:
         for target in targets:
             # Warm-up: connection pools, PostgreSQL's buffers, Node's JIT, cached documents.
-            run_wrk(target.url, target.bodies[workload.name], connections=options.connections, seconds=2)
+            run_wrk(target.url, target.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS)
+    for workload in writes:
+        run_wrk(
+            mediagraph.url, mediagraph.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS
+        )
     for round_number in range(1, options.rounds + 1):
-        for workload in WORKLOADS:
-            # Alternate which side goes first, so a shared machine's drifts hit both.
-            for target in targets if round_number % 2 else list(reversed(targets)):
-                result = run_wrk(
-                    target.url, target.bodies[workload.name], connections=options.connections, seconds=options.seconds
-                )
-                results.setdefault((workload.name, target.name), []).append(result)
-                console.print(
-                    f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<12} "
-                    f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
-                    f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
-                )
+        runs = [(workload, target) for workload in reads for target in (targets if round_number % 2 else targets[::-1])]
+        # Alternating which side goes first lets a shared machine's drifts hit both.
+        runs += [(workload, mediagraph) for workload in writes]
+        for workload, target in runs:
+            profile = options.profile and round_number == 1 and target is mediagraph
+            result = _measure(target, workload, options, folder if profile else None)
+            results.setdefault((workload.key, target.name), []).append(result)
+            console.print(
+                f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
+                f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
+                f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
+            )
     return results
+
+
+def _measure(target: Target, workload: Workload, options: Options, profile_folder: Path | None) -> LoadResult:
+    load = target.loads[workload.key]
+    if profile_folder is None or target.pid is None:
+        return run_wrk(target.url, load, connections=options.connections, seconds=options.seconds)
+    output = profile_folder / "profiles" / f"{workload.key}.speedscope.json"
+    with profiling.recording(target.pid, output):
+        result = run_wrk(target.url, load, connections=options.connections, seconds=options.seconds)
+    summary = profiling.summarize(output)
+    report(
+        f"py-spy, mediagraph during {workload.name}: {summary.samples:,} samples ({output})",
+        ["frame", "self %", "total %"],
+        [[share.frame, share.self_percent, share.total_percent] for share in summary.by_self],
+    )
+    report(
+        f"py-spy, mediagraph during {workload.name}: frames on the stack most often",
+        ["frame", "self %", "total %"],
+        [[share.frame, share.self_percent, share.total_percent] for share in summary.by_total],
+    )
+    return result
 
 
 def _median(results: list[LoadResult]) -> tuple[float, float, float, int]:
@@ -222,33 +288,47 @@ def _median(results: list[LoadResult]) -> tuple[float, float, float, int]:
     )
 
 
-def _report(results: dict[tuple[str, str], list[LoadResult]], targets: list[Target], options: Options) -> None:
+def _report(
+    results: Results, targets: list[Target], reads: list[Workload], writes: list[Workload], options: Options
+) -> None:
+    setup = (
+        f"{options.media:,} media, {options.connections} connections, {options.rounds} rounds of "
+        f"{options.seconds:g} s, medians; mediagraph {' '.join(recommended_serve_options(options.processes))}"
+    )
     rows = []
-    for workload in WORKLOADS:
+    for workload in reads:
         for target in targets:
-            rps, p50, p99, failures = _median(results[(workload.name, target.name)])
+            rps, p50, p99, failures = _median(results[(workload.key, target.name)])
             rows.append([workload.name, target.name, rps, p50, p99, failures])
-    report(
-        f"bench http: {options.media:,} media, {options.connections} connections, {options.rounds} rounds of "
-        f"{options.seconds:g} s, medians; mediagraph {' '.join(recommended_serve_options(options.processes))}",
-        ["workload", "server", "req/s", "p50 ms", "p99 ms", "failures"],
-        rows,
-    )
-    if len(targets) < 2:
-        console.print("PostGraphile was not measured, so there are no ratios.")
-        return
-    ratios = []
-    for workload in WORKLOADS:
-        mine, theirs = (_median(results[(workload.name, target.name)]) for target in targets)
-        ratios.append(
-            [
-                workload.name,
-                f"{mine[0] / theirs[0]:.2f}x" if theirs[0] else "-",
-                f"{mine[2] / theirs[2]:.2f}x" if theirs[2] else "-",
-            ]
+    if rows:
+        report(f"bench http: {setup}", ["workload", "server", "req/s", "p50 ms", "p99 ms", "failures"], rows)
+    for peer in targets[1:]:
+        ratios = []
+        for workload in reads:
+            mine = _median(results[(workload.key, MEDIAGRAPH_NAME)])
+            theirs = _median(results[(workload.key, peer.name)])
+            ratios.append(
+                [
+                    workload.name,
+                    f"{mine[0] / theirs[0]:.2f}x" if theirs[0] else "-",
+                    f"{mine[2] / theirs[2]:.2f}x" if theirs[2] else "-",
+                ]
+            )
+        report(
+            f"mediagraph / {peer.name} (throughput above 1 and p99 below 1 favour mediagraph)",
+            ["workload", "throughput", "p99 latency"],
+            ratios,
         )
-    report(
-        "mediagraph / PostGraphile (throughput above 1 and p99 below 1 favour mediagraph)",
-        ["workload", "throughput", "p99 latency"],
-        ratios,
-    )
+    if reads and len(targets) < 2:
+        console.print("No peer was measured, so there are no ratios.")
+    if writes:
+        by_id = _median(results[(BY_ID.key, MEDIAGRAPH_NAME)])
+        write_rows = []
+        for workload in writes:
+            rps, p50, p99, failures = _median(results[(workload.key, MEDIAGRAPH_NAME)])
+            write_rows.append([workload.name, rps, p50, p99, failures, f"{rps / by_id[0]:.2f}x" if by_id[0] else "-"])
+        report(
+            f"bench http writes, mediagraph alone: {setup}; ratio to its media(id:) at {by_id[0]:,.0f} req/s",
+            ["write", "req/s", "p50 ms", "p99 ms", "failures", "throughput / media(id:)"],
+            write_rows,
+        )

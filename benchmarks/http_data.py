@@ -1,6 +1,9 @@
-"""The rows `bench http` serves: users and media loaded with COPY, and the same rows for PostGraphile.
+"""The rows `bench http` serves: users, media and likes loaded with COPY, and the same rows for PostGraphile.
 
-PostGraphile reads a schema of its own (`postgraphile_bench`) holding copies of the
+View counts are loaded as if synced (the indexed column and the durable count
+agree); likes are real rows with their exact counts, given by the first half of the
+users only, so the second half (`likers`) can like anything without meeting a
+like of their own. PostGraphile reads a schema of its own (`postgraphile_bench`) holding copies of the
 public columns of `users` and `media`, with the same keys and indexes, so both
 servers answer from identical rows and plans without PostGraphile seeing
 credentials or mediagraph's bookkeeping tables.
@@ -35,12 +38,26 @@ def spread_ids(count: int, *, until: datetime) -> list[int]:
     return [first + n * step for n in range(count)]
 
 
+# Likes per media: most media have a few, some many.
+MEAN_LIKES = 4
+
+
+def likers(user_ids: list[int]) -> list[int]:
+    """The users who hold none of the loaded likes."""
+    return user_ids[len(user_ids) // 2 :] or user_ids
+
+
 async def load(database_url: str, *, media: int, users: int, seed: int = 8) -> None:
-    """Fill `users` and `media` (random uploaders, tags and view counts), then ANALYZE."""
+    """Fill `users`, `media` (random uploaders, tags and view counts) and likes, then ANALYZE."""
     rng = random.Random(seed)
     now = datetime.now(UTC)
     user_ids = spread_ids(users, until=now - SPAN)
     media_ids = spread_ids(media, until=now)
+    fans = user_ids[: max(1, len(user_ids) // 2)]
+    views = [rng.randint(0, 1_000_000) for _ in media_ids]
+    likes = [
+        (media_id, rng.sample(fans, min(len(fans), int(rng.expovariate(1 / MEAN_LIKES))))) for media_id in media_ids
+    ]
     connection = await asyncpg.connect(plain_url(database_url))
     try:
         await connection.copy_records_to_table(
@@ -64,6 +81,7 @@ async def load(database_url: str, *, media: int, users: int, seed: int = 8) -> N
                 "size_bytes",
                 "storage_key",
                 "view_count",
+                "like_count",
                 "created_at",
                 "updated_at",
             ],
@@ -78,14 +96,30 @@ async def load(database_url: str, *, media: int, users: int, seed: int = 8) -> N
                     f"clip-{n}.mp4",
                     rng.randint(10_000, 50_000_000),
                     f"bench/{media_id}",
-                    rng.randint(0, 1_000_000),
+                    views[n],
+                    len(likes[n][1]),
                     snowflake_time(media_id),
                     snowflake_time(media_id),
                 )
                 for n, media_id in enumerate(media_ids)
             ],
         )
-        await connection.execute("ANALYZE users; ANALYZE media")
+        await connection.copy_records_to_table(
+            "media_view_count", columns=["media_id", "view_count"], records=list(zip(media_ids, views, strict=True))
+        )
+        await connection.copy_records_to_table(
+            "media_likes",
+            columns=["media_id", "user_id", "created_at"],
+            records=[(media_id, fan, now) for media_id, fans_of in likes for fan in fans_of],
+        )
+        await connection.copy_records_to_table(
+            "media_like_count",
+            columns=["media_id", "like_count"],
+            records=[(media_id, len(fans_of)) for media_id, fans_of in likes if fans_of],
+        )
+        await connection.execute(
+            "ANALYZE users; ANALYZE media; ANALYZE media_view_count; ANALYZE media_likes; ANALYZE media_like_count"
+        )
     finally:
         await connection.close()
 
@@ -103,12 +137,14 @@ async def expose_for_postgraphile(database_url: str) -> None:
             ALTER TABLE {schema}.users ADD PRIMARY KEY (id);
             CREATE TABLE {schema}.media AS
               SELECT id, owner_id, title, description, tags, content_type, filename, size_bytes,
-                     view_count, created_at, updated_at
+                     view_count, like_count, created_at, updated_at
               FROM public.media;
             ALTER TABLE {schema}.media ADD PRIMARY KEY (id);
             ALTER TABLE {schema}.media ADD FOREIGN KEY (owner_id) REFERENCES {schema}.users (id);
             CREATE INDEX ON {schema}.media (owner_id, id);
             CREATE INDEX ON {schema}.media (view_count, id);
+            CREATE INDEX ON {schema}.media (like_count, id);
+            CREATE INDEX ON {schema}.media USING gin (tags);
             ANALYZE {schema}.users;
             ANALYZE {schema}.media;
             """
@@ -126,3 +162,12 @@ async def sample_media_ids(database_url: str, count: int, *, seed: int = 9) -> l
         await connection.close()
     rng = random.Random(seed)
     return rng.sample(ids, min(count, len(ids)))
+
+
+async def user_ids(database_url: str) -> list[int]:
+    """Every user's id, oldest first (the loaded likes come from the first half)."""
+    connection = await asyncpg.connect(plain_url(database_url))
+    try:
+        return [row["id"] for row in await connection.fetch("SELECT id FROM users ORDER BY id")]
+    finally:
+        await connection.close()

