@@ -59,3 +59,28 @@ def test_a_count_is_a_whole_number_from_zero_to_two_to_the_53_minus_one(value):
 
     with pytest.raises((TypeError, ValueError)):
         _count(value)
+
+
+SCALAR_TYPES = """
+query {
+  __schema { types { kind name description specifiedByURL } }
+}
+"""
+
+
+async def test_every_custom_scalar_names_its_specification_and_says_what_it_holds(gql):
+    types = (await gql.ok(SCALAR_TYPES))["__schema"]["types"]
+    builtin = {"String", "Int", "Float", "Boolean", "ID"}
+    custom = {t["name"]: t for t in types if t["kind"] == "SCALAR" and t["name"] not in builtin}
+    assert set(custom) >= {"Count", "DateTime", "Date", "UUID", "Upload"}
+    expected = {
+        "DateTime": "rfc3339",
+        "Date": "iso-8601",
+        "UUID": "rfc9562",
+        "Upload": "graphql-multipart-request-spec",
+        "Count": "rfc8259",
+    }
+    for name, scalar in custom.items():
+        assert scalar["specifiedByURL"], name
+        assert scalar["description"], name
+        assert expected[name] in scalar["specifiedByURL"], scalar

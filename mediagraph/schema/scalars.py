@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import uuid
 from typing import TYPE_CHECKING, NewType
 
 import strawberry
+from strawberry.file_uploads import Upload
+from strawberry.schema.types.base_scalars import DateDefinition, DateTimeDefinition, UUIDDefinition
 from strawberry.types.scalar import ScalarDefinition
 
 from mediagraph.errors import BadUserInput
@@ -47,5 +52,38 @@ SCALARS: dict[object, ScalarDefinition] = {
         specified_by_url="https://www.rfc-editor.org/rfc/rfc8259#section-6",
         serialize=_count,
         parse_value=_parse_count,
+    ),
+    # Strawberry's own scalars, with what they hold said precisely and the specification each
+    # follows named (`specifiedByURL`), so code generators and clients can map them to real types.
+    dt.datetime: dataclasses.replace(
+        DateTimeDefinition,
+        description=(
+            "A moment in time as an RFC 3339 date-time string, e.g. `2026-11-23T14:05:09.123456+00:00`. "
+            "The server answers in UTC; inputs must carry an offset (`Z` or `±hh:mm`) and are refused without one."
+        ),
+        specified_by_url="https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
+    ),
+    dt.date: dataclasses.replace(
+        DateDefinition,
+        description="A calendar date as an ISO 8601 extended-format string, `YYYY-MM-DD` (UTC days).",
+        specified_by_url="https://www.iso.org/iso-8601-date-and-time-format.html",
+    ),
+    uuid.UUID: dataclasses.replace(
+        UUIDDefinition,
+        description=(
+            "A UUID as its RFC 9562 string form, 36 characters of hexadecimal digits and hyphens, "
+            "e.g. `1b4e28ba-2fa1-11d2-883f-0016d3cca427`; the nil UUID is refused where an id is expected."
+        ),
+        specified_by_url="https://www.rfc-editor.org/rfc/rfc9562",
+    ),
+    Upload: strawberry.scalar(
+        name="Upload",
+        description=(
+            "A file sent beside the operation by the GraphQL multipart request specification: the variable "
+            "holds null in `operations` and `map` names the multipart field carrying the file. Input only."
+        ),
+        specified_by_url="https://github.com/jaydenseric/graphql-multipart-request-spec",
+        serialize=lambda value: value,
+        parse_value=lambda value: value,
     ),
 }
