@@ -22,8 +22,11 @@ from benchmarks.harness import Latency, Load, bench_settings, bulk_media, consol
 from benchmarks.servers import live_server
 from mediagraph.cli.runtime import open_services
 from mediagraph.db.endpoints import configured_endpoints
+from mediagraph.db.rows import Where
+from mediagraph.db.views import pages
+from mediagraph.keys.paging import Candidates, PageSessions
 from mediagraph.resolvers.media import TagMatch
-from mediagraph.resolvers.views.pagination import MediaSort, SessionCursor, filter_signature, omitted_query
+from mediagraph.resolvers.views.pagination import OMITTED_SCAN, MediaSort, SessionCursor, filter_signature
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers import views as worker
@@ -32,10 +35,8 @@ RANKED = """
 query($first: Int, $after: String) { mediaList(sort: VIEWS, first: $first, after: $after) {
   edges { cursor node { id title } } omitted { id } pageInfo { hasNextPage endCursor } } }
 """
-SEED_DETECTION = text(
-    "SELECT m.id FROM media m WHERE (m.view_count, m.id) > (:count, :id) AND NOT EXISTS ("
-    "SELECT 1 FROM media_page_session_items s WHERE s.session_id = :session AND s.media_id = m.id)"
-)
+# The seed's detection reads every media above the cursor (to subtract the served ones).
+SEED_DETECTION = text("SELECT m.id FROM media m WHERE (m.view_count, m.id) > (:count, :id)")
 REPEATS = 5
 
 
@@ -102,29 +103,28 @@ async def _deep_cursor(services: Services, *, served: int) -> SessionCursor:
     """A session that has been served the top `served` media, and the cursor at its last one."""
     session_id = services.ids.next_id()
     async with services.databases.main_session() as session:
-        await session.execute(
-            text("INSERT INTO media_page_sessions VALUES (:id, 'VIEWS', now(), now())"), {"id": session_id}
-        )
-        await session.execute(
-            text(
-                "INSERT INTO media_page_session_items (session_id, media_id, seq) "
-                "SELECT :id, m.id, (row_number() OVER (ORDER BY m.view_count DESC, m.id DESC) - 1)::int "
-                "FROM (SELECT id, view_count FROM media ORDER BY view_count DESC, id DESC LIMIT :served) AS m"
-            ),
-            {"id": session_id, "served": served},
-        )
-        count, media_id = (
+        top = (
             await session.execute(
-                text("SELECT view_count, id FROM media ORDER BY view_count DESC, id DESC OFFSET :at LIMIT 1"),
-                {"at": served - 1},
+                text("SELECT id, view_count FROM media ORDER BY view_count DESC, id DESC LIMIT :served"),
+                {"served": served},
             )
-        ).one()
+        ).all()
         generation = await session.scalar(text("SELECT generation FROM media_sort_generation"))
-        await session.execute(text("ANALYZE media_page_session_items"))
-        await session.commit()
-    return SessionCursor(
-        session_id, served, int(generation or 0), count, media_id, filter_signature(None, TagMatch.ALL)
-    )
+    signature = filter_signature(None, TagMatch.ALL)
+    sessions = PageSessions(services.redis, services.keys, ttl_seconds=services.settings.page_session_ttl_seconds)
+    key = sessions.delivered_key(session_id, MediaSort.VIEWS.value, signature)
+    # What paging that deep would have stored, in steps of 10,000 (one script call each).
+    for start in range(0, served, 10_000):
+        chunk = [row[0] for row in top[start : start + 10_000]]
+        await sessions.step(
+            key,
+            rewind=None,
+            next_number=start,
+            inline=chunk if start == 0 else (),
+            lists=[] if start == 0 else [Candidates(chunk, want=len(chunk), record=len(chunk))],
+        )
+    media_id, count = top[-1]
+    return SessionCursor(session_id, served, int(generation or 0), count, media_id, signature)
 
 
 async def _alternate(base: str, bodies: dict[str, bytes], rounds: int) -> dict[str, Load]:
@@ -139,17 +139,29 @@ async def _alternate(base: str, bodies: dict[str, bytes], rounds: int) -> dict[s
 
 
 async def _detection_sql(services: Services, cursors: dict[str, SessionCursor], rounds: int) -> dict[str, Any]:
-    """Milliseconds per run of each detection query, at each depth."""
+    """Milliseconds per run of each detection read, at each depth: the whole later-page statement
+    (page, changed media above the cursor, generation) against the seed's read of every media above it."""
     timings: dict[str, Any] = {}
+    reads = services.databases.main_reads
     async with services.databases.main_session() as session:
         for name, cursor in cursors.items():
-            ours = omitted_query(MediaSort.VIEWS, cursor, [], services.settings.max_page_size + 1)
-            seed = (SEED_DETECTION, {"count": cursor.count, "id": cursor.media_id, "session": cursor.session_id})
-            for label, statement, parameters in (("generation", ours, {}), ("seed", *seed)):
+            seed = {"count": cursor.count, "id": cursor.media_id}
+            for label in ("generation", "seed"):
                 seconds = []
                 for _ in range(rounds):
                     started = time.perf_counter()
-                    await session.execute(statement, parameters)
+                    if label == "seed":
+                        await session.execute(SEED_DETECTION, seed)
+                    else:
+                        await pages.later_page(
+                            reads,
+                            pages.RankedBy.VIEWS,
+                            Where(),
+                            position=(cursor.count, cursor.media_id),
+                            scan_after=cursor.scan_after,
+                            limit=21,
+                            scan_limit=OMITTED_SCAN,
+                        )
                     seconds.append(time.perf_counter() - started)
                 timings[f"{label}:{name}"] = Latency.of(seconds)
     return timings
@@ -168,7 +180,7 @@ def _report(samples: dict[str, Load], detection: dict[str, Any], *, depth: int, 
         ],
     )
     report(
-        "omitted-item detection alone (SQL): changed rows since the generation vs the seed's query",
+        "omitted-item detection (SQL): the later-page statement vs the seed's read of everything above the cursor",
         ["query", "page 2 p50 ms", f"page {depth:,} p50 ms", "deep / shallow"],
         [
             [

@@ -7,10 +7,10 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
 
 from mediagraph.dataloaders.views import view_buffer
 from mediagraph.ids import EPOCH_MS, NODE_BITS, SEQUENCE_BITS, from_global_id
+from mediagraph.keys.paging import PageSessions
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.views.pagination import MediaSort, SessionCursor, filter_signature
 from mediagraph.workers import views as worker
@@ -261,28 +261,103 @@ async def test_a_long_omitted_list_is_cut_and_continued(http, gql, services, set
     assert sorted(_omitted(second) + _omitted(third)) == sorted(media[:-1])
 
 
-async def test_idle_sessions_expire_and_are_deleted(http, gql, services, settings):
+def _session_key(services, settings, cursor, *, sort="VIEWS"):
+    decoded = SessionCursor.decode(settings.secret_key, MediaSort[sort], cursor)
+    return page_sessions_of(services).delivered_key(decoded.session_id, sort, decoded.filter)
+
+
+def page_sessions_of(services):
+    return PageSessions(services.redis, services.keys, ttl_seconds=services.settings.page_session_ttl_seconds)
+
+
+async def test_a_session_lives_in_redis_with_its_ttl_and_later_pages_write_nothing(
+    http, gql, services, settings, count_queries
+):
     token, _ = await create_user(gql)
-    tag = unique_name("idle")
+    tag = unique_name("soft")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(5)]
+    first = await _page(gql, tag, first=2)
+    count_queries.clear()
+    second = await _page(gql, tag, first=2, after=first["pageInfo"]["endCursor"])
+    assert _ids(second) == [media[2], media[1]]
+    # The page (with the omitted candidates and the generation), the view counts, the like counts.
+    assert len(count_queries) == 3, count_queries
+    assert all(sql.lstrip().upper().startswith("SELECT") for sql in count_queries), count_queries
+    key = _session_key(services, settings, second["pageInfo"]["endCursor"])
+    delivered = await services.redis.zrange(key, 0, -1, withscores=True)
+    assert sorted((int(member), int(score)) for member, score in delivered) == sorted(
+        (from_global_id(media_id)[1], seq) for seq, media_id in enumerate([media[4], media[3], media[2], media[1]])
+    )
+    assert 0 < await services.redis.ttl(key) <= settings.page_session_ttl_seconds
+
+
+@pytest.mark.parametrize("sort", ["VIEWS", "LIKES"])
+async def test_a_session_gone_from_redis_answers_cursor_expired(http, gql, services, settings, sort):
+    token, _ = await create_user(gql)
+    tag = unique_name("gone")
     for _ in range(5):
         await create_media(http, token=token, tags=[tag])
-    first = await _page(gql, tag, first=1)
-    second = await _page(gql, tag, first=1, after=first["pageInfo"]["endCursor"])
-    session_id = SessionCursor.decode(settings.secret_key, MediaSort.VIEWS, second["pageInfo"]["endCursor"]).session_id
-    async with services.databases.main_session() as session:
-        await session.execute(
-            text("UPDATE media_page_sessions SET last_used_at = now() - make_interval(secs => :s) WHERE id = :id"),
-            {"s": settings.page_session_ttl_seconds + 1, "id": session_id},
+    first = await _page(gql, tag, sort=sort, first=1)
+    second = await _page(gql, tag, sort=sort, first=1, after=first["pageInfo"]["endCursor"])
+    # Expired, evicted, or lost with a Redis restart: the key is gone either way.
+    assert await services.redis.delete(_session_key(services, settings, second["pageInfo"]["endCursor"], sort=sort))
+    variables = {"tags": [tag], "sort": sort, "first": 1, "after": second["pageInfo"]["endCursor"]}
+    response = await gql(RANKED, variables)
+    [error] = response["errors"]
+    assert error["extensions"]["code"] == "CURSOR_EXPIRED"
+    assert "start again without `after`" in error["message"]
+    assert response["data"] is None
+    # Starting again works, and a new session pages on.
+    again = await _page(gql, tag, sort=sort, first=1)
+    assert len(_ids(await _page(gql, tag, sort=sort, first=1, after=again["pageInfo"]["endCursor"]))) == 1
+
+
+async def test_concurrent_requests_of_one_session_never_both_serve_an_item(http, gql):
+    token, _ = await create_user(gql)
+    tag = unique_name("race")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(12)]
+    newest_first = list(reversed(media))
+    for _ in range(5):
+        first = await _page(gql, tag, first=1)
+        # A stored session's page: cursors after each of its edges.
+        page = await _page(gql, tag, first=4, after=first["pageInfo"]["endCursor"])
+        edges = [edge["cursor"] for edge in page["edges"]]
+        answers = await asyncio.gather(
+            _page(gql, tag, first=1, after=edges[0]),
+            _page(gql, tag, first=1, after=edges[1]),
+            _page(gql, tag, first=3, after=edges[3]),
         )
-        await session.commit()
-    assert await worker.expire_sessions(services) >= 1
-    async with services.databases.main_session() as session:
-        left = await session.scalar(
-            text("SELECT count(*) FROM media_page_session_items WHERE session_id = :id"), {"id": session_id}
+        served = [_ids(answer) + _omitted(answer) for answer in answers]
+        # Each goes on from its own cursor: none serves what another serves, whatever the order.
+        assert served == [newest_first[2:3], newest_first[3:4], newest_first[5:8]]
+
+
+async def test_concurrent_repeats_of_a_cursor_answer_alike_and_paging_goes_on_exactly_once(http, gql, services):
+    owner, _ = await create_user(gql)
+    fans = [(await create_user(gql))[0] for _ in range(3)]
+    tag = unique_name("twice")
+    media = [(await create_media(http, token=owner, tags=[tag]))["id"] for _ in range(10)]
+    for _ in range(4):
+        first = await _page(gql, tag, sort="LIKES", first=3)
+        # Items move between the pages: the repeats all have omitted items to report.
+        for fan in fans:
+            await gql.ok(LIKE, {"id": media[0]}, token=fan)
+        await _settle(services)
+        answers = await asyncio.gather(
+            *(_page(gql, tag, sort="LIKES", first=3, after=first["pageInfo"]["endCursor"]) for _ in range(4))
         )
-    assert left == 0
-    variables = {"tags": [tag], "sort": "VIEWS", "first": 1, "after": second["pageInfo"]["endCursor"]}
-    assert await gql.error_code(RANKED, variables) == "CURSOR_EXPIRED"
+        # Repeats of one cursor are retries: every one answers what the first would have.
+        assert all(answer == answers[0] for answer in answers)
+        delivered = _ids(first) + _ids(answers[0]) + _omitted(answers[0])
+        after = answers[0]["pageInfo"]["endCursor"]
+        while after is not None:
+            page = await _page(gql, tag, sort="LIKES", first=3, after=after)
+            delivered += _ids(page) + _omitted(page)
+            after = page["pageInfo"]["endCursor"] if page["pageInfo"]["hasNextPage"] else None
+        assert sorted(delivered) == sorted(media)
+        for fan in fans:
+            await gql.ok(UNLIKE, {"id": media[0]}, token=fan)
+        await _settle(services)
 
 
 async def test_a_first_page_cursor_expires_with_its_session(gql, settings):

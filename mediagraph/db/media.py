@@ -16,7 +16,7 @@ class Media(MainTable, table=True):
         Index("ix_media_owner_id_id", "owner_id", "id"),
         Index("ix_media_view_count_id", "view_count", "id"),
         Index("ix_media_like_count_id", "like_count", "id"),
-        Index("ix_media_sort_generation", "sort_generation"),
+        Index("ix_media_sort_generation_id", "sort_generation", "id"),
         Index("ix_media_tags", "tags", postgresql_using="gin"),
     )
 

@@ -1,4 +1,4 @@
-"""Views worker: flush pending view counts to PostgreSQL, sync the sort columns, expire sessions.
+"""Views worker: flush pending view counts to PostgreSQL, sync the sort columns, forget old batch ids.
 
 Flushing survives a flusher killed at any point and any number of flushers at once:
 1. `take` moves a bucket's pending counts atomically into an in-flight batch with its own
@@ -34,8 +34,7 @@ NAME = "views"
 log = logging.getLogger(__name__)
 
 SYNC_CHUNK = 10_000
-EXPIRE_CHUNK = 100
-SESSION_CLEANUP_SECONDS = 60.0
+BATCH_CLEANUP_SECONDS = 60.0
 # Applied-batch ids are kept long past any lease, so a batch reclaimed late still applies once.
 APPLIED_BATCH_RETENTION = timedelta(days=7)
 
@@ -104,19 +103,10 @@ async def sync(services: Services) -> int:
             return consumed
 
 
-async def expire_sessions(services: Services) -> int:
-    """Delete pagination sessions unused for longer than their TTL (and their items)."""
-    cutoff = utcnow() - timedelta(seconds=services.settings.page_session_ttl_seconds)
-    deleted = 0
-    while True:
-        async with services.databases.main_session() as session, session.begin():
-            count = await store.expire_page_sessions(session, cutoff=cutoff, chunk=EXPIRE_CHUNK)
-        deleted += count
-        if count < EXPIRE_CHUNK:
-            break
+async def forget_old_batches(services: Services) -> None:
+    """Forget applied-batch ids long past any lease (pagination sessions expire in Redis by themselves)."""
     async with services.databases.main_session() as session, session.begin():
         await store.forget_applied_batches(session, before=utcnow() - APPLIED_BATCH_RETENTION)
-    return deleted
 
 
 async def _every(name: str, seconds: float, step: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
@@ -135,5 +125,5 @@ async def run(services: Services, stop: asyncio.Event) -> None:
     await asyncio.gather(
         _every("flush", settings.view_flush_interval_seconds, lambda: flush(services), stop),
         _every("sync", settings.view_sync_interval_seconds, lambda: sync(services), stop),
-        _every("session expiry", SESSION_CLEANUP_SECONDS, lambda: expire_sessions(services), stop),
+        _every("batch cleanup", BATCH_CLEANUP_SECONDS, lambda: forget_old_batches(services), stop),
     )

@@ -1,4 +1,4 @@
-"""View counts, likes, and the sessions of view- and like-sorted media lists.
+"""View counts and likes.
 
 Hot counters live in tables of their own (`media_view_count`, `media_like_count`) so
 their updates never rewrite or lock `media` rows; a periodic sync copies them into the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Identity, Index, Integer, SmallInteger, String
+from sqlalchemy import BigInteger, Column, ForeignKey, Identity, Index, SmallInteger
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field
 
@@ -87,31 +87,3 @@ class MediaSortGeneration(MainTable, table=True):
 
     id: int = Field(default=1, sa_column=Column(SmallInteger, primary_key=True, autoincrement=False))
     generation: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
-
-
-class MediaPageSession(MainTable, table=True):
-    """A client paging a view- or like-sorted list; its id rides in the cursor."""
-
-    __tablename__ = "media_page_sessions"
-    __table_args__ = (Index("ix_media_page_sessions_last_used_at", "last_used_at"),)
-
-    id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
-    sort: str = Field(sa_column=Column(String(16), nullable=False))
-    created_at: datetime = timestamp()  # type: ignore[assignment]
-    last_used_at: datetime = timestamp()  # type: ignore[assignment]
-
-
-class MediaPageSessionItem(MainTable, table=True):
-    """A media the session has delivered (in a page or as omitted), with its delivery order."""
-
-    __tablename__ = "media_page_session_items"
-    # `seq` lets a request from an earlier cursor forget what was delivered after it.
-    __table_args__ = (Index("ix_media_page_session_items_session_id_seq", "session_id", "seq"),)
-
-    session_id: int = Field(
-        sa_column=Column(
-            BigInteger, ForeignKey("media_page_sessions.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
-        )
-    )
-    media_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
-    seq: int = Field(sa_column=Column(Integer, nullable=False))

@@ -1,4 +1,4 @@
-"""Statements over view counts, likes and list sessions: what the flush, the sync and the pages run."""
+"""Statements over view counts and likes: what the flush, the sync and the count reads run."""
 
 from __future__ import annotations
 
@@ -56,21 +56,6 @@ WITH taken AS (
 SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM stamped)
 """)
 
-EXPIRE_SESSIONS = text("""
-DELETE FROM media_page_sessions WHERE id IN (
-    SELECT id FROM media_page_sessions WHERE last_used_at < :cutoff ORDER BY last_used_at LIMIT :chunk
-)
-""")
-
-# One statement text whatever the number of items: a multi-row VALUES insert is compiled
-# anew for every page, which profiled as a fifth of a page's time.
-RECORD_DELIVERED = text(
-    "INSERT INTO media_page_session_items (session_id, media_id, seq) "
-    "SELECT :session_id, delivered.media_id, :first_seq + delivered.position - 1 "
-    "FROM unnest(CAST(:media_ids AS bigint[])) WITH ORDINALITY AS delivered(media_id, position) "
-    "ON CONFLICT DO NOTHING"
-)
-
 DURABLE_COUNTS = text(
     "SELECT i.media_id, coalesce(c.view_count, 0), "
     "(SELECT array_agg(b.id) FROM media_view_batches b WHERE b.id = ANY(CAST(:batches AS uuid[]))) "
@@ -100,27 +85,8 @@ async def sync_count_changes(session: AsyncSession, *, chunk: int) -> int:
     return int(taken)
 
 
-async def expire_page_sessions(session: AsyncSession, *, cutoff: datetime, chunk: int) -> int:
-    """Delete up to `chunk` list sessions unused since `cutoff` (and their items); how many went."""
-    result = await session.execute(EXPIRE_SESSIONS, {"cutoff": cutoff, "chunk": chunk})
-    return int(result.rowcount)  # type: ignore[attr-defined]
-
-
 async def forget_applied_batches(session: AsyncSession, *, before: datetime) -> None:
     await session.execute(text("DELETE FROM media_view_batches WHERE applied_at < :cutoff"), {"cutoff": before})
-
-
-async def record_delivered(session: AsyncSession, session_id: int, first_seq: int, media_ids: list[int]) -> None:
-    """Number the media a list session delivered, from `first_seq` on."""
-    if media_ids:
-        await session.execute(
-            RECORD_DELIVERED, {"session_id": session_id, "first_seq": first_seq, "media_ids": media_ids}
-        )
-
-
-async def without_waiting_for_disk(session: AsyncSession) -> None:
-    """This transaction's commit need not wait for the WAL to reach the disk (soft state only)."""
-    await session.execute(text("SET LOCAL synchronous_commit = off"))
 
 
 async def durable_view_counts(

@@ -1,12 +1,23 @@
 """Media sorted by views or likes, paged with a session that reports what moved above the cursor.
 
 Counts change while a client pages, so an item can jump from below the cursor to above it
-and never be served. Each session remembers what it delivered (`media_page_session_items`)
-and the sync generation its last page saw; the next page, in one snapshot, serves the
-unserved items below the cursor and reports as `omitted` the unserved items now above it
-among those the sync changed since that generation. Its cost follows what changed, not how
-deep the client is. The first page writes nothing: its cursors carry the ids it served,
-and the session is stored when the client asks for the second page.
+and never be served. Each session remembers what it delivered and where its scan for
+changes stands; the next page, in one snapshot, serves the unserved items below the
+cursor and reports as `omitted` the unserved items now above it among those the sync
+changed since. Its cost follows what changed, not how deep the client is.
+
+The session is soft state: what it delivered lives in Redis (`keys/paging.py`), the rest
+in its signed cursors, and a page never writes to PostgreSQL. The first page writes
+nowhere: its cursors carry the ids it served, and the session is stored in Redis when
+the client asks for the second page. A later page is one PostgreSQL statement (the page,
+the omitted candidates and the generation) and one Redis script that filters out what
+the session delivered and records what it delivers now, atomically.
+
+Over-fetching: a page reads `PAGE_SLACK` more rows than it serves, since an item the
+session delivered may have fallen below the cursor (likes are taken back). When more
+than that were delivered already, it reads on below the last row it examined, twice as
+many each time, for at most `PAGE_ROUNDS` statements in all; then it ends the page short
+(`hasNextPage` stays true, and the end cursor goes on from what it examined).
 """
 
 from __future__ import annotations
@@ -17,30 +28,37 @@ import struct
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import Enum
-from typing import Any
 
-from sqlalchemy import BigInteger, delete, exists, literal, select, tuple_, union_all, update
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
-from sqlmodel import col
+import asyncpg
+from redis.exceptions import RedisError
 
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.media import MediaByIdLoader
+from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
-from mediagraph.db.media import Media
-from mediagraph.db.views import MediaPageSession, MediaPageSessionItem, MediaSortGeneration, store
-from mediagraph.errors import BadUserInput, CursorExpired
+from mediagraph.db.media import Media, with_tags
+from mediagraph.db.reads import LAST_ID
+from mediagraph.db.rows import Where
+from mediagraph.db.views import pages
+from mediagraph.db.views.pages import RankedBy, ScanPoint
+from mediagraph.errors import BadUserInput, CursorExpired, ServiceUnavailable
 from mediagraph.ids import snowflake_time
-from mediagraph.resolvers.media import TagMatch, tag_filter
+from mediagraph.keys.paging import Candidates, PageSessions, SessionGone
+from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page, page_size
 
 # A first-page cursor carries the ids served so far; this bounds its length.
 INLINE_LIMIT = 100
+# Rows a page reads beyond what it serves, for delivered items that fell below the cursor.
+PAGE_SLACK = 4
+# Statements a page may run to find its items among rows the session delivered already.
+PAGE_ROUNDS = 4
+# Changed media above the cursor one page examines for `omitted`; the next page goes on.
+OMITTED_SCAN = 10_000
 
-Item = MediaPageSessionItem
+EXPIRED = "This list's pagination session expired; start again without `after`."
+
 
 class MediaSort(Enum):
     NEWEST = "NEWEST"
@@ -52,30 +70,44 @@ class MediaSort(Enum):
 class SessionCursor:
     session_id: int
     served: int  # items delivered up to and including this edge; later ones are forgotten on reuse
-    generation: int  # the sync generation the page was read at
+    generation: int  # with `scan_id`: changes up to this (generation, id) were looked at for `omitted`
     count: int  # the edge's sort value and id: where the next page starts
     media_id: int
     filter: str  # which list (tags) the session pages
     inline: tuple[int, ...] = ()  # first page only: its served ids, not stored yet
+    scan_id: int = LAST_ID
 
     def encode(self, secret: str, sort: MediaSort) -> str:
         packed = base64.b64encode(struct.pack(f">{len(self.inline)}q", *self.inline)).decode()
-        values = [self.session_id, self.served, self.generation, self.count, self.media_id, self.filter, packed]
+        values = [
+            self.session_id,
+            self.served,
+            self.generation,
+            self.count,
+            self.media_id,
+            self.filter,
+            packed,
+            self.scan_id,
+        ]
         return encode_cursor(secret, _kind(sort), values)
 
     @classmethod
     def decode(cls, secret: str, sort: MediaSort, cursor: str) -> SessionCursor:
         values = decode_cursor(secret, _kind(sort), cursor)
         try:
-            session_id, served, generation, count, media_id, list_filter, packed = values
+            session_id, served, generation, count, media_id, list_filter, packed, scan_id = values
             raw = base64.b64decode(packed, validate=True)
             inline = struct.unpack(f">{len(raw) // 8}q", raw)
-            numbers = (session_id, served, generation, count, media_id)
+            numbers = (session_id, served, generation, count, media_id, scan_id)
             if not all(isinstance(n, int) for n in numbers) or not isinstance(list_filter, str):
                 raise TypeError
         except (TypeError, ValueError, struct.error):
             raise BadUserInput("The cursor is invalid; start again without `after`.") from None
-        return cls(session_id, served, generation, count, media_id, list_filter, inline)
+        return cls(session_id, served, generation, count, media_id, list_filter, inline, scan_id)
+
+    @property
+    def scan_after(self) -> ScanPoint:
+        return (self.generation, self.scan_id)
 
 
 def _kind(sort: MediaSort) -> str:
@@ -87,25 +119,10 @@ def filter_signature(tags: list[str] | None, tag_match: TagMatch) -> str:
     return hashlib.sha256(f"{tag_match.value}:{','.join(wanted)}".encode()).hexdigest()[:12]
 
 
-def _sort_column(sort: MediaSort) -> Any:
-    return col(Media.view_count) if sort is MediaSort.VIEWS else col(Media.like_count)
-
-
-def _ranked(sort: MediaSort, part: str, conditions: list[Any], limit: int) -> Any:
-    key = _sort_column(sort)
-    generation = select(col(MediaSortGeneration.generation)).where(col(MediaSortGeneration.id) == 1)
-    return (
-        select(Media, literal(part).label("part"), generation.scalar_subquery().label("generation"))
-        .where(*conditions)
-        .order_by(key.desc(), col(Media.id).desc())
-        .limit(limit)
-        # A media this operation loaded earlier must show the counts read now.
-        .execution_options(populate_existing=True)
+def page_sessions(context: Context) -> PageSessions:
+    return PageSessions(
+        context.services.redis, context.services.keys, ttl_seconds=context.settings.page_session_ttl_seconds
     )
-
-
-def _position(sort: MediaSort, media: Media) -> tuple[int, int]:
-    return (media.view_count if sort is MediaSort.VIEWS else media.like_count, media.id)
 
 
 async def ranked_media_list(
@@ -118,125 +135,152 @@ async def ranked_media_list(
     after: str | None,
 ) -> Page[Media]:
     limit = page_size(first, min(context.settings.max_page_size, INLINE_LIMIT))
-    conditions = tag_filter(tags, tag_match)
+    where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
     signature = filter_signature(tags, tag_match)
+    by = RankedBy[sort.value]
     if after is None:
-        return await _first_page(context, sort, conditions, signature, limit)
+        return await _first_page(context, sort, by, where, signature, limit)
     cursor = SessionCursor.decode(context.settings.secret_key, sort, after)
     if cursor.filter != signature:
         raise BadUserInput("The cursor belongs to a list with other tags; start again without `after`.")
     ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
     if cursor.inline and snowflake_time(cursor.session_id) < utcnow() - ttl:
-        raise CursorExpired("This list's pagination session expired; start again without `after`.")
-    return await _next_page(context, sort, conditions, cursor, limit)
+        raise CursorExpired(EXPIRED)
+    return await _next_page(context, sort, by, where, cursor, limit)
+
+
+def _position(by: RankedBy, row: asyncpg.Record) -> tuple[int, int]:
+    return (row[by.value], row["id"])
 
 
 async def _first_page(
-    context: Context, sort: MediaSort, conditions: list[Any], signature: str, limit: int
+    context: Context, sort: MediaSort, by: RankedBy, where: Where, signature: str, limit: int
 ) -> Page[Media]:
-    async with context.db.use() as session:
-        rows = (await session.execute(_ranked(sort, "page", conditions, limit + 1))).all()
-    _prime(context, [row[0] for row in rows])
+    read = await pages.first_page(context.services.databases.main_reads, by, where, limit=limit + 1)
     session_id = context.services.ids.next_id()
-    page = [row[0] for row in rows[:limit]]
+    page = read.rows[:limit]
+    secret = context.settings.secret_key
     items = []
-    for at, media in enumerate(page):
-        served = tuple(m.id for m in page[: at + 1])
-        count, media_id = _position(sort, media)
-        cursor = SessionCursor(session_id, len(served), rows[0][2], count, media_id, signature, served)
-        items.append((cursor.encode(context.settings.secret_key, sort), media))
-    return Page(items=items, has_next_page=len(rows) > limit)
+    for at, row in enumerate(page):
+        served = tuple(r["id"] for r in page[: at + 1])
+        count, media_id = _position(by, row)
+        cursor = SessionCursor(session_id, len(served), read.generation, count, media_id, signature, served)
+        items.append((cursor.encode(secret, sort), media_rows(row)))
+    return Page(items=items, has_next_page=len(read.rows) > limit)
+
+
+@dataclass
+class _Found:
+    """What one later page found: its rows in order, the omitted ids, and how its reading ended."""
+
+    rows: list[asyncpg.Record]
+    omitted: list[int]
+    # Rows examined last (where an unfinished reading would go on), and whether it is unfinished.
+    last_examined: tuple[int, int]
+    unfinished: bool = False
 
 
 async def _next_page(
-    context: Context, sort: MediaSort, conditions: list[Any], cursor: SessionCursor, limit: int
+    context: Context, sort: MediaSort, by: RankedBy, where: Where, cursor: SessionCursor, limit: int
 ) -> Page[Media]:
     omitted_limit = context.settings.max_page_size
-    both = union_all(
-        next_page_query(sort, cursor, conditions, limit + 1), omitted_query(sort, cursor, conditions, omitted_limit + 1)
-    ).subquery()
-    read = select(aliased(Media, both), both.c.part, both.c.generation).execution_options(populate_existing=True)
+    reads = context.services.databases.main_reads
+    sessions = page_sessions(context)
+    key = sessions.delivered_key(cursor.session_id, sort.value, cursor.filter)
+    position = (cursor.count, cursor.media_id)
+    fetch = limit + 1 + PAGE_SLACK
+    read = await pages.later_page(
+        reads, by, where, position=position, scan_after=cursor.scan_after, limit=fetch, scan_limit=OMITTED_SCAN
+    )
+    assert read.omitted is not None
+    try:
+        omitted, page_ids = await sessions.step(
+            key,
+            rewind=cursor.served,
+            next_number=cursor.served,
+            inline=cursor.inline,
+            lists=[
+                Candidates(read.omitted.ids, want=omitted_limit + 1, record=omitted_limit),
+                Candidates([row["id"] for row in read.rows], want=limit + 1, record=limit),
+            ],
+        )
+        found = _Found(_pick(read.rows, page_ids), omitted, _last(by, read.rows, position))
+        if len(page_ids) <= limit and len(read.rows) == fetch:
+            await _read_on(context, sessions, key, by, where, found, cursor, limit, fetch)
+    except SessionGone:
+        raise CursorExpired(EXPIRED) from None
+    except (RedisError, OSError):
+        raise ServiceUnavailable("Pages by views or likes cannot be served right now; try again shortly.") from None
 
-    async with context.db.use() as session:
-        # Taking the session row first serialises requests of one session; the read
-        # that follows is one statement, so the page, the omitted items and the
-        # generation all come from one snapshot.
-        await _resume_session(session, context, sort, cursor)
-        rows = (await session.execute(read)).all()
-        by_position = sorted(rows, key=lambda row: _position(sort, row[0]), reverse=True)
-        page = [row[0] for row in by_position if row[1] == "page"]
-        omitted = [row[0] for row in by_position if row[1] == "omitted"]
-        cut_short = len(omitted) > omitted_limit
-        omitted = omitted[:omitted_limit]
-        delivered = omitted + page[:limit]
-        await store.record_delivered(session, cursor.session_id, cursor.served, [media.id for media in delivered])
-        await session.commit()
-    _prime(context, delivered)
-
-    # With the omitted list cut short, the next page looks again from the same generation.
-    generation = cursor.generation if cut_short or not rows else rows[0][2]
-    base = replace(cursor, served=cursor.served + len(omitted), generation=generation, inline=())
+    cut_short = len(found.omitted) > omitted_limit
+    omitted_ids = found.omitted[:omitted_limit]
+    scan_cut = read.omitted.cut_at is not None
+    # With the omitted list cut short, the next page looks again from the same point.
+    generation, scan_id = cursor.scan_after if cut_short else read.omitted.resume_after(read.generation)
+    page = found.rows
+    base = replace(cursor, served=cursor.served + len(omitted_ids), generation=generation, scan_id=scan_id, inline=())
+    secret = context.settings.secret_key
     items = []
-    for index, media in enumerate(page[:limit]):
-        count, media_id = _position(sort, media)
+    for index, row in enumerate(page[:limit]):
+        count, media_id = _position(by, row)
         edge = replace(base, served=base.served + index + 1, count=count, media_id=media_id)
-        items.append((edge.encode(context.settings.secret_key, sort), media))
+        items.append((edge.encode(secret, sort), media_rows(row)))
+    go_on = cut_short or scan_cut or found.unfinished
+    continuation = None
+    if go_on and not items:
+        count, media_id = found.last_examined
+        continuation = replace(base, count=count, media_id=media_id).encode(secret, sort)
     return Page(
         items=items,
-        has_next_page=len(page) > limit or cut_short,
-        omitted=omitted,
-        continuation=base.encode(context.settings.secret_key, sort) if cut_short and not items else None,
+        has_next_page=len(page) > limit or go_on,
+        omitted=await _omitted_rows(context, by, omitted_ids),
+        continuation=continuation,
     )
 
 
-def _around(sort: MediaSort, cursor: SessionCursor) -> tuple[Any, Any, Any]:
-    """The row key, the cursor's key, and "not yet served in this session"."""
-    key = tuple_(_sort_column(sort), col(Media.id))
-    cursor_key = tuple_(literal(cursor.count, BigInteger), literal(cursor.media_id, BigInteger))
-    unserved = ~exists().where(col(Item.session_id) == cursor.session_id, col(Item.media_id) == col(Media.id))
-    return key, cursor_key, unserved
-
-
-def next_page_query(sort: MediaSort, cursor: SessionCursor, conditions: list[Any], limit: int) -> Any:
-    key, cursor_key, unserved = _around(sort, cursor)
-    return _ranked(sort, "page", [key < cursor_key, unserved, *conditions], limit)
-
-
-def omitted_query(sort: MediaSort, cursor: SessionCursor, conditions: list[Any], limit: int) -> Any:
-    """Unserved media above the cursor, looked for only among those the sync changed since the cursor's page."""
-    key, cursor_key, unserved = _around(sort, cursor)
-    changed = col(Media.sort_generation) > literal(cursor.generation, BigInteger)
-    return _ranked(sort, "omitted", [changed, key > cursor_key, unserved, *conditions], limit)
-
-
-async def _resume_session(session: AsyncSession, context: Context, sort: MediaSort, cursor: SessionCursor) -> None:
-    """Lock the session (storing it if the first page's cursor carries it) and forget what followed the cursor."""
-    # Sessions are soft state: their writes need not wait for the WAL to reach the disk.
-    await store.without_waiting_for_disk(session)
-    now = utcnow()
-    session_id = cursor.session_id
-    if cursor.inline:
-        await session.execute(
-            insert(MediaPageSession)
-            .values(id=session_id, sort=sort.value, created_at=snowflake_time(session_id), last_used_at=now)
-            .on_conflict_do_update(index_elements=["id"], set_={"last_used_at": now})
+async def _read_on(
+    context: Context,
+    sessions: PageSessions,
+    key: str,
+    by: RankedBy,
+    where: Where,
+    found: _Found,
+    cursor: SessionCursor,
+    limit: int,
+    fetched: int,
+) -> None:
+    """Read on below the rows examined, while the session had delivered too many of them already."""
+    reads = context.services.databases.main_reads
+    delivered_before = cursor.served + min(len(found.omitted), context.settings.max_page_size)
+    for _ in range(PAGE_ROUNDS - 1):
+        fetched *= 2
+        rows = await pages.rows_below(reads, by, where, position=found.last_examined, limit=fetched)
+        recorded = min(len(found.rows), limit)
+        (ids,) = await sessions.step(
+            key,
+            rewind=None,
+            next_number=delivered_before + recorded,
+            lists=[Candidates([row["id"] for row in rows], want=limit + 1 - len(found.rows), record=limit - recorded)],
         )
-        await store.record_delivered(session, session_id, 0, list(cursor.inline))
-    else:
-        ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
-        touched = await session.execute(
-            update(MediaPageSession)
-            .where(col(MediaPageSession.id) == session_id, col(MediaPageSession.last_used_at) > now - ttl)
-            .values(last_used_at=now)
-            .returning(col(MediaPageSession.id))
-        )
-        if touched.first() is None:
-            raise CursorExpired("This list's pagination session expired; start again without `after`.")
-    # Reusing an earlier cursor (a retry, or going back) rewinds the session to it.
-    await session.execute(delete(Item).where(col(Item.session_id) == session_id, col(Item.seq) >= cursor.served))
+        found.rows += _pick(rows, ids)
+        found.last_examined = _last(by, rows, found.last_examined)
+        if len(found.rows) > limit or len(rows) < fetched:
+            return
+    found.unfinished = True
 
 
-def _prime(context: Context, rows: list[Media]) -> None:
-    loader = context.loader(MediaByIdLoader)
-    for media in rows:
-        loader.prime(media.id, media)
+def _pick(rows: list[asyncpg.Record], ids: list[int]) -> list[asyncpg.Record]:
+    wanted = set(ids)
+    return [row for row in rows if row["id"] in wanted]
+
+
+def _last(by: RankedBy, rows: list[asyncpg.Record], otherwise: tuple[int, int]) -> tuple[int, int]:
+    return _position(by, rows[-1]) if rows else otherwise
+
+
+async def _omitted_rows(context: Context, by: RankedBy, media_ids: list[int]) -> list[Media]:
+    """The omitted media as they are now, highest first (one deleted since is left out)."""
+    if not media_ids:
+        return []
+    found = [row for row in await context.loader(MediaByIdLoader).load_many(media_ids) if row is not None]
+    return sorted(found, key=lambda media: (getattr(media, by.value), media.id), reverse=True)

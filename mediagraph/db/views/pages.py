@@ -1,0 +1,149 @@
+"""The statements of view- and like-sorted media pages, on the asyncpg read path.
+
+A page is read in one statement, one snapshot: the sync generation, the page's rows
+below the cursor and (after the first page) the ids of media above the cursor that
+the sync changed since the cursor's generation, the candidates for `omitted`. Which of
+them the session already delivered is Redis's to say (`keys/paging.py`); PostgreSQL
+holds no session state, so a page never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+
+import asyncpg
+
+from mediagraph.db.media import Media
+from mediagraph.db.reads import LAST_ID, ReadPool
+from mediagraph.db.rows import Where
+
+
+class RankedBy(Enum):
+    """The sort column of a ranked list (synced from the counters, indexed with the id)."""
+
+    VIEWS = "view_count"
+    LIKES = "like_count"
+
+
+MEDIA_COLUMNS = ", ".join(f'm."{column.name}"' for column in Media.__table__.columns)  # type: ignore[attr-defined]
+GENERATION = "SELECT generation FROM media_sort_generation WHERE id = 1"
+
+
+def _rows(by: RankedBy, where: Where, *, limit: int, where_from: int, below: bool) -> str:
+    """Media rows in rank order (below the position `($1, $2)` when `below`), at most `$<limit>`."""
+    column = by.value
+    position = f"(m.{column}, m.id) < ($1, $2) AND " if below else ""
+    return (
+        f"SELECT {MEDIA_COLUMNS} FROM media m WHERE {position}{where.sql(first=where_from)} "
+        f"ORDER BY m.{column} DESC, m.id DESC LIMIT ${limit}"
+    )
+
+
+@cache
+def _first_page_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
+    where = Where(where_sql)
+    return (
+        f"SELECT g.generation, p.* FROM ({GENERATION}) g "
+        f"LEFT JOIN LATERAL ({_rows(by, where, limit=1, where_from=2, below=False)}) p ON true "
+        f"ORDER BY p.{by.value} DESC, p.id DESC"
+    )
+
+
+@cache
+def _later_page_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
+    # $1, $2 the cursor's position; $3, $4 where the scan for changes resumes (generation, id);
+    # $5 the page's limit, $6 the scan's. The scan reads in (generation, id) order, so one cut
+    # at its limit has seen every change up to its last (see `OmittedScan.resume_after`).
+    where = Where(where_sql)
+    column = by.value
+    changed = (
+        f"SELECT m.id, m.sort_generation FROM media m WHERE (m.sort_generation, m.id) > ($3, $4) "
+        f"AND (m.{column}, m.id) > ($1, $2) AND {where.sql(first=7)} ORDER BY m.sort_generation, m.id LIMIT $6"
+    )
+    return (
+        f"SELECT g.generation, o.ids AS omitted_ids, o.generations AS omitted_generations, p.* "
+        f"FROM ({GENERATION}) g CROSS JOIN LATERAL (SELECT array_agg(c.id ORDER BY c.sort_generation, c.id) AS ids, "
+        f"array_agg(c.sort_generation ORDER BY c.sort_generation, c.id) AS generations FROM ({changed}) c) o "
+        f"LEFT JOIN LATERAL ({_rows(by, where, limit=5, where_from=7, below=True)}) p ON true "
+        f"ORDER BY p.{column} DESC, p.id DESC"
+    )
+
+
+@cache
+def _below_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
+    return _rows(by, Where(where_sql), limit=3, where_from=4, below=True)
+
+
+# Where a scan for changes starts: after this (generation, id). A whole generation is (g, LAST_ID).
+ScanPoint = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class OmittedScan:
+    """Candidates for `omitted`: media above the cursor whose sort key changed after the scan point."""
+
+    ids: list[int]
+    # The (generation, id) of the last candidate, when the scan stopped at its limit.
+    cut_at: ScanPoint | None
+
+    def resume_after(self, read_at: int) -> ScanPoint:
+        """Where the next page's scan starts: every change up to that point was among the ids.
+
+        A generation the page's snapshot saw gains no rows later (a sync commits it only
+        after the inserts stamped with it), so a cut inside it can resume from its last id.
+        A cut in a later generation (inserts of the next sync's generation, already visible)
+        resumes from that generation's start: the sync may still stamp rows of any id into it.
+        """
+        if self.cut_at is None:
+            return (read_at, LAST_ID)
+        if self.cut_at[0] <= read_at:
+            return self.cut_at
+        return (read_at, LAST_ID)
+
+
+@dataclass(frozen=True)
+class RankedRead:
+    generation: int
+    rows: list[asyncpg.Record]
+    omitted: OmittedScan | None = None
+
+
+def _split(records: list[asyncpg.Record]) -> tuple[int, list[asyncpg.Record]]:
+    generation = int(records[0]["generation"])
+    # With no rows on the page, the one row carries the generation (and the scan) alone.
+    rows = [record for record in records if record["id"] is not None]
+    return generation, rows
+
+
+async def first_page(reads: ReadPool, by: RankedBy, where: Where, *, limit: int) -> RankedRead:
+    records = await reads.fetch(_first_page_sql(by, where.clauses), limit, *where.args)
+    generation, rows = _split(records)
+    return RankedRead(generation, rows)
+
+
+async def later_page(
+    reads: ReadPool,
+    by: RankedBy,
+    where: Where,
+    *,
+    position: tuple[int, int],
+    scan_after: ScanPoint,
+    limit: int,
+    scan_limit: int,
+) -> RankedRead:
+    sql = _later_page_sql(by, where.clauses)
+    records = await reads.fetch(sql, *position, *scan_after, limit, scan_limit, *where.args)
+    read_at, rows = _split(records)
+    ids = [int(media_id) for media_id in records[0]["omitted_ids"] or ()]
+    generations: list[int] = records[0]["omitted_generations"] or []
+    cut_at = (int(generations[-1]), ids[-1]) if len(ids) >= scan_limit else None
+    return RankedRead(read_at, rows, OmittedScan(ids, cut_at))
+
+
+async def rows_below(
+    reads: ReadPool, by: RankedBy, where: Where, *, position: tuple[int, int], limit: int
+) -> list[asyncpg.Record]:
+    """More rows below a position, for a page whose first read held too many delivered ones."""
+    return await reads.fetch(_below_sql(by, where.clauses), *position, limit, *where.args)
