@@ -275,3 +275,48 @@ def _wait_for_redis(port: int) -> None:
         except RedisConnectionError:
             time.sleep(0.05)
     raise AssertionError("the private Redis did not start")
+
+
+TOP_NODES = """
+subscription($name: String!) {
+  leaderboardTop(name: $name, first: 3) {
+    entries { id rank score }
+    leaderboard { id top(first: 3) { edges { node { id rank score } } } }
+  }
+}
+"""
+ENTRY_NODE = """
+subscription($name: String!, $user: ID!) {
+  leaderboardEntry(name: $name, userId: $user) { leaderboard { id } entry { id rank score } }
+}
+"""
+BOARD_NODES = "query($name: String!) { leaderboard(name: $name) { id top(first: 3) { edges { node { id } } } } }"
+
+
+async def test_pushed_entries_and_boards_carry_the_ids_reads_give_them(gql, servers, service):
+    players = [user for _, user in await asyncio.gather(*(create_user(gql) for _ in range(2)))]
+    board = (await define_leaderboard(gql, token=service))["name"]
+    await submit_score(gql, token=service, board=board, user_id=players[0]["id"], score=5)
+    client = await WebSocketClient.connect(ws_url(servers[0]))
+    try:
+        assert (await client.receive())["type"] == "connection_ack"
+        top = await client.subscribe(TOP_NODES, {"name": board})
+        entry = await client.subscribe(ENTRY_NODE, {"name": board, "user": players[0]["id"]})
+        pushes = Pushes(client, {top, entry})
+        await pushes.until(lambda s: "leaderboardTop" in s and "leaderboardEntry" in s)
+        await submit_through(servers[1], token=service, board=board, user_id=players[1]["id"], score=9)
+        state = await pushes.until(
+            lambda s: len(s["leaderboardTop"]["entries"]) == 2 and s["leaderboardEntry"]["entry"]["rank"] == 2
+        )
+        read = (await gql.ok(BOARD_NODES, {"name": board}))["leaderboard"]
+        read_ids = [edge["node"]["id"] for edge in read["top"]["edges"]]
+        pushed_top = state["leaderboardTop"]
+        assert [pushed["id"] for pushed in pushed_top["entries"]] == read_ids
+        assert pushed_top["leaderboard"]["id"] == read["id"]
+        assert [edge["node"] for edge in pushed_top["leaderboard"]["top"]["edges"]] == pushed_top["entries"]
+        assert state["leaderboardEntry"] == {
+            "leaderboard": {"id": read["id"]},
+            "entry": {"id": read_ids[1], "rank": 2, "score": 5.0},
+        }
+    finally:
+        await client.close()

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from mediagraph.ids import to_global_id
-from tests.support.factories import create_media, create_post, create_user
+from mediagraph.ids import decode_id, parse_global_id, to_global_id
+from tests.support.factories import (
+    add_comment,
+    create_media,
+    create_post,
+    create_user,
+    define_leaderboard,
+    service_token,
+    submit_score,
+)
 
 NODES = """
 query Nodes($ids: [ID!]!) {
@@ -58,3 +66,92 @@ async def test_a_malformed_id_is_bad_input_not_an_internal_error(gql):
 
 async def test_node_answers_null_for_an_id_that_names_nothing(gql):
     assert (await gql.ok(NODE, {"id": to_global_id("Media", 9_999_999_999)}))["node"] is None
+
+
+LEADERBOARD_NODES = """
+query Board($name: String!) {
+  leaderboard(name: $name) {
+    id name period
+    top(first: 5) { edges { node { id rank score userId leaderboard { id } } } }
+  }
+}
+"""
+REFETCH_ENTRY = """
+query Refetch($ids: [ID!]!) {
+  nodes(ids: $ids) {
+    __typename id
+    ... on LeaderboardEntry { rank score userId }
+    ... on Leaderboard { name period entryCount: size }
+    ... on CommentPage { page size pages comments { content } }
+    ... on LiveViewers { viewers media { id } }
+    ... on LiveChannelViewers { viewers user { id } }
+  }
+}
+"""
+COMMENT_PAGE = "query($id: ID!) { media(id: $id) { commentPage(page: 1, size: 2) { id page size pages } } }"
+LIVE = "query($id: ID!) { media(id: $id) { liveViewers { id viewers } uploader { liveChannelViewers { id viewers } } } }"
+
+
+async def test_leaderboards_and_their_entries_are_refetchable_by_the_ids_reads_give(gql, settings):
+    service = service_token(settings)
+    board = (await define_leaderboard(gql, token=service, period="DAILY"))["name"]
+    players = [user for _, user in [await create_user(gql) for _ in range(2)]]
+    await submit_score(gql, token=service, board=board, user_id=players[0]["id"], score=10)
+    await submit_score(gql, token=service, board=board, user_id=players[1]["id"], score=20)
+    read = (await gql.ok(LEADERBOARD_NODES, {"name": board}))["leaderboard"]
+    entries = [edge["node"] for edge in read["top"]["edges"]]
+    assert [entry["userId"] for entry in entries] == [players[1]["id"], players[0]["id"]]
+    assert {entry["leaderboard"]["id"] for entry in entries} == {read["id"]}
+    # Ids are stable: reading again gives the same ones.
+    assert (await gql.ok(LEADERBOARD_NODES, {"name": board}))["leaderboard"] == read
+
+    nodes = (await gql.ok(REFETCH_ENTRY, {"ids": [read["id"], entries[0]["id"], entries[1]["id"]]}))["nodes"]
+    assert nodes == [
+        {"__typename": "Leaderboard", "id": read["id"], "name": board, "period": read["period"], "entryCount": 2},
+        {"__typename": "LeaderboardEntry", "id": entries[0]["id"], "rank": 1, "score": 20.0, "userId": players[1]["id"]},
+        {"__typename": "LeaderboardEntry", "id": entries[1]["id"], "rank": 2, "score": 10.0, "userId": players[0]["id"]},
+    ]
+
+
+async def test_leaderboard_ids_that_name_no_board_period_or_standing_are_null(gql, settings):
+    service = service_token(settings)
+    definition = await define_leaderboard(gql, token=service, period="MONTHLY")
+    _, user = await create_user(gql)
+    board_id = decode_id(definition["id"], "LeaderboardDefinition")
+    this_month = (await gql.ok(LEADERBOARD_NODES, {"name": definition["name"]}))["leaderboard"]["id"]
+    _, (_, period_code) = parse_global_id(this_month)
+    ids = [
+        to_global_id("Leaderboard", board_id, period_code + 1),  # the 2nd of a month starts no monthly period
+        to_global_id("Leaderboard", board_id, period_code + 400),  # a period not started yet
+        to_global_id("Leaderboard", 9_999_999_999, period_code),  # no such board
+        to_global_id("LeaderboardEntry", board_id, period_code, decode_id(user["id"], "User")),  # no score
+    ]
+    assert (await gql.ok(REFETCH_ENTRY, {"ids": ids}))["nodes"] == [None, None, None, None]
+    assert await gql.error_code(NODE, {"id": to_global_id("LeaderboardEntry", board_id, period_code)}) == (
+        "BAD_USER_INPUT"
+    )
+
+
+async def test_comment_pages_and_live_viewer_counts_are_refetchable(gql, http):
+    token, user = await create_user(gql)
+    media = await create_media(http, token=token)
+    for n in range(3):
+        await add_comment(gql, token=token, media_id=media["id"], content=f"comment {n}")
+    page = (await gql.ok(COMMENT_PAGE, {"id": media["id"]}))["media"]["commentPage"]
+    live = (await gql.ok(LIVE, {"id": media["id"]}))["media"]
+    ids = [page["id"], live["liveViewers"]["id"], live["uploader"]["liveChannelViewers"]["id"]]
+    assert (await gql.ok(REFETCH_ENTRY, {"ids": ids}))["nodes"] == [
+        {
+            "__typename": "CommentPage",
+            "id": page["id"],
+            "page": 1,
+            "size": 2,
+            "pages": [1, 2],
+            "comments": [{"content": "comment 0"}, {"content": "comment 1"}],
+        },
+        {"__typename": "LiveViewers", "id": ids[1], "viewers": 0, "media": {"id": media["id"]}},
+        {"__typename": "LiveChannelViewers", "id": ids[2], "viewers": 0, "user": {"id": user["id"]}},
+    ]
+    raw_media = decode_id(media["id"], "Media")
+    beyond = [to_global_id("CommentPage", raw_media, 1, 1000), to_global_id("LiveViewers", 9_999_999_999)]
+    assert (await gql.ok(REFETCH_ENTRY, {"ids": beyond}))["nodes"] == [None, None]

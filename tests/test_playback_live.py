@@ -131,3 +131,41 @@ async def test_live_viewers_of_unknown_media_is_not_found(socket):
     message = await socket.receive()
     assert message["id"] == operation
     assert message["payload"]["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+
+
+LIVE_VIEWERS_UPDATED = "subscription($media: ID!) { liveViewersUpdated(mediaId: $media) { id viewers media { id } } }"
+LIVE_CHANNEL_VIEWERS_UPDATED = (
+    "subscription($user: ID!) { liveChannelViewersUpdated(userId: $user) { id viewers user { id } } }"
+)
+LIVE_OBJECTS = "query($media: ID!) { media(id: $media) { liveViewers { id } uploader { liveChannelViewers { id } } } }"
+
+
+async def test_live_viewer_objects_carry_the_ids_queries_give_them(api, socket):
+    channel = await make_channel(api, api.http)
+    media_id = channel.media[0]["id"]
+    ids = (await api.ok(LIVE_OBJECTS, {"media": media_id}))["media"]
+    media_operation = await socket.subscribe(LIVE_VIEWERS_UPDATED, {"media": media_id})
+    channel_operation = await socket.subscribe(LIVE_CHANNEL_VIEWERS_UPDATED, {"user": channel.user["id"]})
+    latest: dict[str, dict] = {}
+
+    async def until(viewers: int) -> None:
+        while [latest.get(field, {}).get("viewers") for field in ("media", "channel")] != [viewers, viewers]:
+            message = await socket.receive()
+            assert message["type"] == "next", message
+            data = message["payload"]["data"]
+            if message["id"] == media_operation:
+                latest["media"] = data["liveViewersUpdated"]
+            else:
+                assert message["id"] == channel_operation
+                latest["channel"] = data["liveChannelViewersUpdated"]
+
+    await until(0)
+    async with players(api) as group:
+        group.start(media_id, 2)
+        await until(2)
+    assert latest["media"] == {"id": ids["liveViewers"]["id"], "viewers": 2, "media": {"id": media_id}}
+    assert latest["channel"] == {
+        "id": ids["uploader"]["liveChannelViewers"]["id"],
+        "viewers": 2,
+        "user": {"id": channel.user["id"]},
+    }

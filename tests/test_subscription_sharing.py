@@ -232,3 +232,87 @@ async def test_cancelling_a_subscriber_cancels_the_send_it_waits_on():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert finished == ["1"]
+
+
+VIEW_COUNT_WITH_MEDIA = """
+subscription($id: ID!) {
+  viewCount(mediaId: $id) { viewCount media { id title viewCount likeCount } }
+}
+"""
+VIEW_COUNT_AS_SEEN_BY = """
+subscription($id: ID!) {
+  viewCount(mediaId: $id) { viewCount media { id viewCount viewerHasLiked viewerHasBookmarked } }
+}
+"""
+LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { id } }"
+BOOKMARK = "mutation($id: ID!) { bookmark(mediaId: $id) { id } }"
+
+
+async def next_push(client: WebSocketClient, operation: str) -> dict:
+    message = await client.receive()
+    assert message["id"] == operation, message
+    assert message["type"] == "next", message
+    assert "errors" not in message["payload"], message
+    return message["payload"]["data"]["viewCount"]  # type: ignore[no-any-return]
+
+
+async def push_reaching(client: WebSocketClient, operation: str, final: int) -> dict:
+    push = await next_push(client, operation)
+    while push["viewCount"] != final:
+        push = await next_push(client, operation)
+    return push
+
+
+async def test_a_shared_view_count_push_carries_the_media_with_its_id_and_the_count(server, http, gql, resolver_runs):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token, title="Pushed whole")
+    subscribers = [await subscribe(server, media["id"], VIEW_COUNT_WITH_MEDIA) for _ in range(2)]
+    try:
+        for client, operation in subscribers:
+            assert await next_push(client, operation) == {
+                "viewCount": 0,
+                "media": {"id": media["id"], "title": "Pushed whole", "viewCount": 0, "likeCount": 0},
+            }
+        await record_views(http, media_id=media["id"], count=2)
+        for client, operation in subscribers:
+            pushed = await push_reaching(client, operation, 2)
+            # The media's count is the count pushed: a normalized cache updates Media:<id> from it.
+            assert pushed["media"] == {"id": media["id"], "title": "Pushed whole", "viewCount": 2, "likeCount": 0}
+        assert len(resolver_runs) == 1
+    finally:
+        for client, _ in subscribers:
+            await client.close()
+
+
+async def test_per_viewer_fields_in_a_push_are_each_subscribers_own(server, app, http, gql, resolver_runs):
+    owner, _ = await create_user(gql)
+    media = await create_media(http, token=owner)
+    fan, _ = await create_user(gql)
+    stranger, _ = await create_user(gql)
+    await gql.ok(LIKE, {"id": media["id"]}, token=fan)
+    await gql.ok(BOOKMARK, {"id": media["id"]}, token=fan)
+    sockets = {}
+    try:
+        for name, token in (("fan", fan), ("stranger", stranger), ("anonymous", None)):
+            client = await WebSocketClient.connect(
+                server, payload={"authorization": f"Bearer {token}"} if token else None
+            )
+            assert (await client.receive())["type"] == "connection_ack"
+            sockets[name] = (client, await client.subscribe(VIEW_COUNT_AS_SEEN_BY, {"id": media["id"]}))
+        # The same document on three sockets, and it selects fields that depend on who asks:
+        # it runs once per subscriber, never as one shared stream.
+        assert len(app.shared_streams) == 0
+        expected = {"fan": True, "stranger": False, "anonymous": False}
+        for name, (client, operation) in sockets.items():
+            first = await next_push(client, operation)
+            assert first["media"]["viewerHasLiked"] is expected[name], name
+            assert first["media"]["viewerHasBookmarked"] is expected[name], name
+        await record_views(http, media_id=media["id"], count=1)
+        for name, (client, operation) in sockets.items():
+            pushed = await push_reaching(client, operation, 1)
+            assert pushed["media"]["viewerHasLiked"] is expected[name], name
+            assert pushed["media"]["viewerHasBookmarked"] is expected[name], name
+        assert len(resolver_runs) == 3
+    finally:
+        for client, _ in sockets.values():
+            await client.close()

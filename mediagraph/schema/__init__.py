@@ -9,14 +9,26 @@ from typing import Any
 
 from strawberry.tools import merge_types
 
-from mediagraph.schema.comments import Comment, CommentMutations, CommentSubscriptions
+from mediagraph.schema.comments import Comment, CommentMutations, CommentPage, CommentSubscriptions
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
 from mediagraph.schema.hot import HotQueries
-from mediagraph.schema.leaderboards import LeaderboardDefinition, LeaderboardMutations, LeaderboardQueries
+from mediagraph.schema.leaderboards import (
+    Leaderboard,
+    LeaderboardDefinition,
+    LeaderboardEntry,
+    LeaderboardMutations,
+    LeaderboardQueries,
+)
 from mediagraph.schema.leaderboards.live import LeaderboardSubscriptions
 from mediagraph.schema.media import Media, MediaMutations, MediaQueries, MediaSubscriptions
 from mediagraph.schema.node import NodeQueries
-from mediagraph.schema.playback import PlaybackMutations, PlaybackQueries, PlaybackSubscriptions
+from mediagraph.schema.playback import (
+    LiveChannelViewers,
+    LiveViewers,
+    PlaybackMutations,
+    PlaybackQueries,
+    PlaybackSubscriptions,
+)
 from mediagraph.schema.users import User, UserMutations, UserQueries
 from mediagraph.schema.views import ViewsMutations, ViewsSubscriptions
 
@@ -48,4 +60,15 @@ Subscription = merge_types(
     ),
 )
 
-NODE_TYPES: list[Any] = [User, Media, Comment, Post, LeaderboardDefinition]
+NODE_TYPES: list[Any] = [
+    User,
+    Media,
+    Comment,
+    CommentPage,
+    Post,
+    LeaderboardDefinition,
+    Leaderboard,
+    LeaderboardEntry,
+    LiveViewers,
+    LiveChannelViewers,
+]

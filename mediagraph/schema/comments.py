@@ -13,6 +13,7 @@ from mediagraph.ids import decode_id, decode_ids, to_global_id
 from mediagraph.resolvers import comments as resolvers
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import users as user_resolvers
+from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.comments.threads import NumberedPage
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.media import Media, media_or_none
@@ -94,8 +95,11 @@ class CommentConnection:
         )
 
 
-@strawberry.type(description="One page of a thread by page number, with the page buttons to show.")
-class CommentPage:
+@strawberry.type(
+    description="One page of a thread by page number, with the page buttons to show. Its id names the media, "
+    "the page and the page size, so refetching it reads that page again."
+)
+class CommentPage(Node):
     page: int
     size: int
     comments: list[Comment]
@@ -108,6 +112,7 @@ class CommentPage:
     @classmethod
     def from_result(cls, result: NumberedPage) -> CommentPage:
         return cls(
+            id=strawberry.ID(to_global_id("CommentPage", result.media_id, result.page, result.size)),
             page=result.page,
             size=result.size,
             comments=[Comment.from_row(row) for row in result.comments],
@@ -115,6 +120,21 @@ class CommentPage:
             has_previous_block=result.has_previous_block,
             has_next_block=result.has_next_block,
         )
+
+
+async def _fetch_comment_page(context: Context, media_id: int, page: int, size: int) -> CommentPage | None:
+    if await media_resolvers.media_by_id(context, media_id) is None:
+        return None
+    try:
+        return CommentPage.from_result(
+            await comment_reads.numbered_page(context, media_id=media_id, page=page, size=size)
+        )
+    except BadUserInput:
+        # A page or size out of range names no page.
+        return None
+
+
+register_node("CommentPage", _fetch_comment_page, id_parts=3)
 
 
 @strawberry.type

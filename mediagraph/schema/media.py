@@ -22,7 +22,7 @@ from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.extensions import VIEWER_DEPENDENT
-from mediagraph.schema.playback import PlaybackStats
+from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
 from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
 from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
@@ -107,6 +107,13 @@ class Media(Node):
     def playback_stats(self) -> PlaybackStats:
         return PlaybackStats(entity=Entity.stream(self.raw_id, self.owner_id))
 
+    @strawberry.field(
+        description="Its concurrent viewers, the object `liveViewersUpdated` pushes. Null, with a "
+        "SERVICE_UNAVAILABLE error, while the live store is unreachable."
+    )
+    async def live_viewers(self, info: Info[Context, None]) -> LiveViewers | None:
+        return await live_viewers_of_media(info.context, self.raw_id)
+
     # The comment fields are nullable: when the media's shard is down they alone come back
     # null with a SERVICE_UNAVAILABLE error, and the rest of the response still arrives.
     @strawberry.field(description="Comments on this media that are not deleted, replies included.")
@@ -137,6 +144,7 @@ async def _fetch_media(context: Context, raw_id: int) -> Media | None:
 
 
 register_node("Media", _fetch_media)
+register_builder("Media", Media.from_row)
 
 
 @strawberry.type

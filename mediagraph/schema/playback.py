@@ -3,19 +3,34 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
 
 from mediagraph.context import Context
+from mediagraph.errors import NotFound
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity, Granularity
+from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import playback as resolvers
+from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
 from mediagraph.schema.extensions import SHARED_STATE
+from mediagraph.schema.relay import BuiltByName, Node, register_node
 from mediagraph.schema.scalars import Count
 from mediagraph.subscriptions import playback as live
+
+if TYPE_CHECKING:
+    from mediagraph.schema.media import Media
+    from mediagraph.schema.users import User
+
+# Built by their own modules, which import this one (see `schema/relay.py`).
+media_object: BuiltByName[Media] = BuiltByName("Media")
+user_object: BuiltByName[User] = BuiltByName("User")
+
+MediaRef = Annotated["Media", strawberry.lazy("mediagraph.schema.media")]
+UserRef = Annotated["User", strawberry.lazy("mediagraph.schema.users")]
 
 GranularityEnum = strawberry.enum(Granularity, name="PlaybackGranularity", description="UTC minutes, hours or days.")
 CountedInEnum = strawberry.enum(
@@ -90,6 +105,71 @@ class PlaybackStats:
         return [PlaybackBucket.from_figures(bucket) for bucket in figures]
 
 
+@strawberry.type(
+    description="A media's concurrent viewers, as `liveViewersUpdated` pushes them; its id is the media's own "
+    "(one LiveViewers per media), so a push updates every cached copy."
+)
+class LiveViewers(Node):
+    media_raw_id: strawberry.Private[int]
+    viewers: Count = strawberry.field(description="Sessions heard from within the live window (15 s by default).")
+
+    @classmethod
+    def of(cls, media_id: int, viewers: int) -> LiveViewers:
+        return cls(id=strawberry.ID(to_global_id("LiveViewers", media_id)), media_raw_id=media_id, viewers=viewers)
+
+    @strawberry.field(description="The media watched.")
+    async def media(self, info: Info[Context, None]) -> MediaRef:
+        return media_object(await media_resolvers.require_media(info.context, self.media_raw_id))
+
+
+@strawberry.type(
+    description="A channel's concurrent viewers (everything its user uploaded), as `liveChannelViewersUpdated` "
+    "pushes them; its id is the user's own (one LiveChannelViewers per user)."
+)
+class LiveChannelViewers(Node):
+    user_raw_id: strawberry.Private[int]
+    viewers: Count = strawberry.field(description="Sessions heard from within the live window (15 s by default).")
+
+    @classmethod
+    def of(cls, user_id: int, viewers: int) -> LiveChannelViewers:
+        return cls(id=strawberry.ID(to_global_id("LiveChannelViewers", user_id)), user_raw_id=user_id, viewers=viewers)
+
+    @strawberry.field(description="The channel's user.")
+    async def user(self, info: Info[Context, None]) -> UserRef:
+        row = await user_resolvers.user_by_id(info.context, self.user_raw_id)
+        if row is None:
+            raise NotFound("No such user.")
+        return user_object(row)
+
+
+async def live_viewers_of_media(context: Context, media_id: int) -> LiveViewers:
+    entity = await resolvers.stream_of(context, media_id)
+    return LiveViewers.of(media_id, await resolvers.concurrent(context, entity))
+
+
+async def live_viewers_of_channel(context: Context, user_id: int) -> LiveChannelViewers:
+    entity = await resolvers.channel_of(context, user_id)
+    return LiveChannelViewers.of(user_id, await resolvers.concurrent(context, entity))
+
+
+async def _fetch_live_viewers(context: Context, media_id: int) -> LiveViewers | None:
+    try:
+        return await live_viewers_of_media(context, media_id)
+    except NotFound:
+        return None
+
+
+async def _fetch_live_channel_viewers(context: Context, user_id: int) -> LiveChannelViewers | None:
+    try:
+        return await live_viewers_of_channel(context, user_id)
+    except NotFound:
+        return None
+
+
+register_node("LiveViewers", _fetch_live_viewers)
+register_node("LiveChannelViewers", _fetch_live_channel_viewers)
+
+
 @strawberry.type
 class PlaybackQueries:
     @strawberry.field(description="Playback statistics of one media (the stream).")
@@ -123,7 +203,35 @@ class PlaybackMutations:
 class PlaybackSubscriptions:
     @strawberry.subscription(
         metadata=SHARED_STATE,
+        description="A media's concurrent viewers now, then on every change, at most once a second, "
+        "as a LiveViewers object (with its id, for normalized caches).",
+    )
+    async def live_viewers_updated(
+        self, info: Info[Context, None], media_id: strawberry.ID
+    ) -> AsyncGenerator[LiveViewers, None]:
+        raw_id = decode_id(media_id, "Media")
+        entity = await resolvers.stream_of(info.context, raw_id)
+        async for viewers in live.live_viewers(info.context, entity):
+            yield LiveViewers.of(raw_id, viewers)
+
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
+        description="A channel's concurrent viewers now, then on every change, at most once a second, "
+        "as a LiveChannelViewers object (with its id, for normalized caches).",
+    )
+    async def live_channel_viewers_updated(
+        self, info: Info[Context, None], user_id: strawberry.ID
+    ) -> AsyncGenerator[LiveChannelViewers, None]:
+        raw_id = decode_id(user_id, "User")
+        entity = await resolvers.channel_of(info.context, raw_id)
+        async for viewers in live.live_viewers(info.context, entity):
+            yield LiveChannelViewers.of(raw_id, viewers)
+
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
         description="A media's concurrent viewers now, then on every change, at most once a second.",
+        deprecation_reason="A bare number cannot update a normalized cache: use `liveViewersUpdated`, "
+        "which pushes a LiveViewers object with its id.",
     )
     async def live_viewers(self, info: Info[Context, None], media_id: strawberry.ID) -> AsyncGenerator[Count, None]:
         entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
@@ -133,6 +241,8 @@ class PlaybackSubscriptions:
     @strawberry.subscription(
         metadata=SHARED_STATE,
         description="A channel's concurrent viewers now, then on every change, at most once a second.",
+        deprecation_reason="A bare number cannot update a normalized cache: use `liveChannelViewersUpdated`, "
+        "which pushes a LiveChannelViewers object with its id.",
     )
     async def live_channel_viewers(
         self, info: Info[Context, None], user_id: strawberry.ID

@@ -16,8 +16,8 @@ from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.extensions import VIEWER_DEPENDENT
-from mediagraph.schema.playback import PlaybackStats
-from mediagraph.schema.relay import BuiltByName, Node, register_node
+from mediagraph.schema.playback import LiveChannelViewers, PlaybackStats, live_viewers_of_channel
+from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node
 from mediagraph.schema.scalars import Count
 
 if TYPE_CHECKING:
@@ -112,6 +112,13 @@ class User(Node):
         return PlaybackStats(entity=Entity.of_channel(self.raw_id))
 
     @strawberry.field(
+        description="Concurrent viewers of everything this user uploaded, the object `liveChannelViewersUpdated` "
+        "pushes. Null, with a SERVICE_UNAVAILABLE error, while the live store is unreachable."
+    )
+    async def live_channel_viewers(self, info: Info[Context, None]) -> LiveChannelViewers | None:
+        return await live_viewers_of_channel(info.context, self.raw_id)
+
+    @strawberry.field(
         description="This user's comments on any media, newest first (deleted ones excluded). "
         "Null, with a SERVICE_UNAVAILABLE error, while a shard is down."
     )
@@ -131,6 +138,7 @@ async def _fetch_user(context: Context, raw_id: int) -> User | None:
 
 
 register_node("User", _fetch_user)
+register_builder("User", User.from_row)
 
 
 @strawberry.type

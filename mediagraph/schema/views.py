@@ -21,10 +21,11 @@ class RecordViewPayload:
     media: Media
 
 
-@strawberry.type
+@strawberry.type(description="A media's live view count, pushed with the media itself so normalized caches update.")
 class ViewCountUpdate:
     media_id: strawberry.ID
     view_count: Count
+    media: Media = strawberry.field(description="The media as it is now, its `viewCount` the count pushed.")
 
 
 @strawberry.type
@@ -54,5 +55,5 @@ class ViewsSubscriptions:
     ) -> AsyncGenerator[ViewCountUpdate, None]:
         raw_id = decode_id(media_id, "Media")
         global_id = strawberry.ID(to_global_id("Media", raw_id))
-        async for count in resolvers.view_count_updates(info.context, media_id=raw_id):
-            yield ViewCountUpdate(media_id=global_id, view_count=count)
+        async for media, count in resolvers.view_count_updates(info.context, media_id=raw_id):
+            yield ViewCountUpdate(media_id=global_id, view_count=count, media=Media.from_row(media))

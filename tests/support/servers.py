@@ -72,7 +72,7 @@ class LiveServers:
         process.log = log  # type: ignore[attr-defined]
         self.processes.append(process)
         base = f"http://127.0.0.1:{port}"
-        wait_ready(base, process, timeout=60)
+        wait_ready(base, process)
         return base
 
     def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:

@@ -26,6 +26,7 @@ INVALID_CURSOR = "The cursor is invalid; start again without `after`."
 
 @dataclass(frozen=True)
 class NumberedPage:
+    media_id: int
     page: int
     size: int
     comments: list[Comment]
@@ -83,6 +84,7 @@ async def numbered_page(context: Context, *, media_id: int, page: int, size: int
     rows, counted = await read_shard(context.services, physical, work)
     last_page = min(block_end, -(-counted // per_page))
     return NumberedPage(
+        media_id=media_id,
         page=page,
         size=per_page,
         comments=rows,

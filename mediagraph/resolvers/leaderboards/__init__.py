@@ -16,9 +16,14 @@ from mediagraph.db.leaderboards import Leaderboard, OutOfBounds, ScoreOperator, 
 from mediagraph.errors import BadUserInput, NotFound
 from mediagraph.ids import to_global_id
 from mediagraph.resolvers.leaderboards import store
-from mediagraph.resolvers.leaderboards.definitions import definition_by_name, finite, require_definition
+from mediagraph.resolvers.leaderboards.definitions import (
+    definition_by_id,
+    definition_by_name,
+    finite,
+    require_definition,
+)
 from mediagraph.resolvers.leaderboards.live import EntryState, TopState, Watch, tickers
-from mediagraph.resolvers.leaderboards.periods import current_window, parse_window
+from mediagraph.resolvers.leaderboards.periods import current_window, parse_window, window_of_code
 from mediagraph.resolvers.leaderboards.repairs import repairs
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page, page_size
@@ -41,6 +46,18 @@ async def leaderboard(context: Context, *, name: str, period: str | None) -> Boa
     window, now = parse_window(definition.period_kind, period), utcnow()
     if window.starts_at is not None and window.starts_at > now:
         raise BadUserInput(f"The period {window.key} has not started yet.", argument="period")
+    return Board.of(context.services, definition, window, now=now)
+
+
+async def board_by_code(context: Context, *, definition_id: int, period_code: int) -> Board | None:
+    """The period a global id names (`periods.window_code`), or None when there is no such board or
+    period, or the period has not started yet."""
+    definition = await definition_by_id(context, definition_id)
+    if definition is None:
+        return None
+    window, now = window_of_code(definition.period_kind, period_code), utcnow()
+    if window is None or (window.starts_at is not None and window.starts_at > now):
+        return None
     return Board.of(context.services, definition, window, now=now)
 
 

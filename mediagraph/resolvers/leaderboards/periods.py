@@ -69,3 +69,24 @@ def parse_window(period: Period, text: str) -> PeriodWindow:
         return window_of_day(period, date.fromisoformat(value))
     except (ValueError, OverflowError):
         raise invalid from None
+
+
+# A period instance as a positive integer, for global ids: 1 for all-time, else 1 + the
+# proleptic ordinal of its first day (a board's kind says whether that day, week or month).
+ALL_TIME_CODE = 1
+
+
+def window_code(window: PeriodWindow) -> int:
+    return ALL_TIME_CODE if window.starts_at is None else window.starts_at.date().toordinal() + 1
+
+
+def window_of_code(period: Period, code: int) -> PeriodWindow | None:
+    """The instance `window_code` numbered `code`, or None when the number names none of this kind."""
+    if period is Period.ALL_TIME:
+        return window_of_day(period, date.today()) if code == ALL_TIME_CODE else None
+    try:
+        day = date.fromordinal(code - 1)
+    except (ValueError, OverflowError):
+        return None
+    window = window_of_day(period, day)
+    return window if window.starts_at is not None and window.starts_at.date() == day else None

@@ -29,7 +29,7 @@ from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount
 from mediagraph.errors import NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.views import Counted
-from mediagraph.resolvers.media import require_media
+from mediagraph.resolvers.media import media_by_id, require_media
 from mediagraph.subscriptions import views as live
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,13 @@ def _forget(context: Context, loader: type[Loader[int, Any]], media_id: int) -> 
         context.loader(loader).clear(media_id)
 
 
-async def view_count_updates(context: Context, *, media_id: int) -> AsyncIterator[int]:
-    await require_media(context, media_id)
+async def view_count_updates(context: Context, *, media_id: int) -> AsyncIterator[tuple[Media, int]]:
+    """The media as it is now with its live view count, now and on every change of the count."""
+    media = await require_media(context, media_id)
     async for count in live.view_count_updates(context.services, media_id):
-        yield count
+        # The push carries the media itself, so clients' caches take it in as it is now: its row
+        # is read afresh (the previous push's loads were forgotten), and `viewCount` is the count
+        # announced rather than a second read that may already have moved past it.
+        media = await media_by_id(context, media_id) or media
+        context.loader(ViewCountByMediaIdLoader).prime(media_id, count)
+        yield media, count

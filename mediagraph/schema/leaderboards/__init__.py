@@ -13,6 +13,7 @@ from mediagraph.ids import decode_id, snowflake_time, to_global_id
 from mediagraph.resolvers import leaderboards as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.leaderboards import Accepted, definitions
+from mediagraph.resolvers.leaderboards.periods import window_code
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
@@ -33,20 +34,31 @@ PeriodEnum = strawberry.enum(
 )
 
 
-@strawberry.type(description="A ranked user on one period of a leaderboard.")
-class LeaderboardEntry:
+def board_ids(board: Board) -> tuple[int, int]:
+    """What names a board in global ids: its definition and its period (`periods.window_code`)."""
+    return board.definition.id, window_code(board.window)
+
+
+@strawberry.type(
+    description="A ranked user on one period of a leaderboard. Its id names the board, the period and the user, "
+    "so pushes and reads of the same standing update one cached object."
+)
+class LeaderboardEntry(Node):
     rank: int = strawberry.field(description="1 for the best; equal scores rank by who reached them first.")
     score: float
     reached_at: datetime = strawberry.field(description="When the user reached this score.")
+    board: strawberry.Private[Board]
     user_raw_id: strawberry.Private[int]
     user_row: strawberry.Private[UserRow | None]
 
     @classmethod
-    def of(cls, entry: RankedEntry, user: UserRow | None = None) -> LeaderboardEntry:
+    def of(cls, board: Board, entry: RankedEntry, user: UserRow | None = None) -> LeaderboardEntry:
         return cls(
+            id=strawberry.ID(to_global_id("LeaderboardEntry", *board_ids(board), entry.user_id)),
             rank=entry.rank,
             score=entry.score,
             reached_at=snowflake_time(entry.reached_id),
+            board=board,
             user_raw_id=entry.user_id,
             user_row=user,
         )
@@ -60,6 +72,21 @@ class LeaderboardEntry:
         row = self.user_row or await user_resolvers.user_by_id(info.context, self.user_raw_id)
         return User.from_row(row) if row is not None else None
 
+    @strawberry.field(description="The board and period this standing is on.")
+    def leaderboard(self) -> Leaderboard:
+        return Leaderboard.of(self.board)
+
+
+async def _fetch_entry(context: Context, definition_id: int, period_code: int, user_id: int) -> LeaderboardEntry | None:
+    board = await resolvers.board_by_code(context, definition_id=definition_id, period_code=period_code)
+    if board is None:
+        return None
+    found = await resolvers.entry(context, board, user_id=user_id)
+    return LeaderboardEntry.of(board, found) if found is not None else None
+
+
+register_node("LeaderboardEntry", _fetch_entry, id_parts=3)
+
 
 @strawberry.type
 class LeaderboardEntryConnection:
@@ -68,9 +95,9 @@ class LeaderboardEntryConnection:
     total_count: Count
 
     @classmethod
-    def from_page(cls, page: Page[RankedEntry], total: int) -> LeaderboardEntryConnection:
+    def from_page(cls, board: Board, page: Page[RankedEntry], total: int) -> LeaderboardEntryConnection:
         return cls(
-            edges=[Edge(cursor=cursor, node=LeaderboardEntry.of(entry)) for cursor, entry in page.items],
+            edges=[Edge(cursor=cursor, node=LeaderboardEntry.of(board, entry)) for cursor, entry in page.items],
             page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
             total_count=total,
         )
@@ -118,8 +145,11 @@ async def _fetch_definition(context: Context, raw_id: int) -> LeaderboardDefinit
 register_node("LeaderboardDefinition", _fetch_definition)
 
 
-@strawberry.type(description="One period of a leaderboard. Every read is O(log n) in the board's size.")
-class Leaderboard:
+@strawberry.type(
+    description="One period of a leaderboard. Every read is O(log n) in the board's size. Its id names the "
+    "board and the period."
+)
+class Leaderboard(Node):
     board: strawberry.Private[Board]
     name: str
     period: str = strawberry.field(description="This period's key: `all`, `2026-11-23`, `2026-W48` or `2026-11`.")
@@ -130,6 +160,7 @@ class Leaderboard:
     def of(cls, board: Board) -> Leaderboard:
         window = board.window
         return cls(
+            id=strawberry.ID(to_global_id("Leaderboard", *board_ids(board))),
             board=board,
             name=board.definition.name,
             period=window.key,
@@ -150,12 +181,12 @@ class Leaderboard:
         self, info: Info[Context, None], first: int | None = None, after: str | None = None
     ) -> LeaderboardEntryConnection:
         page, total = await resolvers.top(info.context, self.board, first=first, after=after)
-        return LeaderboardEntryConnection.from_page(page, total)
+        return LeaderboardEntryConnection.from_page(self.board, page, total)
 
     @strawberry.field(description="The user's rank and score; null when the user has no score here.")
     async def entry(self, info: Info[Context, None], user_id: strawberry.ID) -> LeaderboardEntry | None:
         found = await resolvers.entry(info.context, self.board, user_id=decode_id(user_id, "User"))
-        return LeaderboardEntry.of(found) if found is not None else None
+        return LeaderboardEntry.of(self.board, found) if found is not None else None
 
     @strawberry.field(
         description="Up to `radius` entries above the user, the user, and up to `radius` below, in rank order; "
@@ -165,7 +196,15 @@ class Leaderboard:
         self, info: Info[Context, None], user_id: strawberry.ID, radius: int = 5
     ) -> list[LeaderboardEntry]:
         found = await resolvers.around(info.context, self.board, user_id=decode_id(user_id, "User"), radius=radius)
-        return [LeaderboardEntry.of(entry) for entry in found]
+        return [LeaderboardEntry.of(self.board, entry) for entry in found]
+
+
+async def _fetch_board(context: Context, definition_id: int, period_code: int) -> Leaderboard | None:
+    board = await resolvers.board_by_code(context, definition_id=definition_id, period_code=period_code)
+    return Leaderboard.of(board) if board is not None else None
+
+
+register_node("Leaderboard", _fetch_board, id_parts=2)
 
 
 @strawberry.type
@@ -187,7 +226,7 @@ class SubmitScorePayload:
         found = await resolvers.entry(info.context, self.accepted.board, user_id=self.accepted.user_ids[0])
         if found is None:
             raise RuntimeError("a submitted score is missing from its board")
-        return LeaderboardEntry.of(found)
+        return LeaderboardEntry.of(self.accepted.board, found)
 
 
 @strawberry.input
@@ -208,7 +247,7 @@ class SubmitScoresPayload:
     @strawberry.field(description="Each submitting user's standing afterwards, in order of first submission.")
     async def entries(self, info: Info[Context, None]) -> list[LeaderboardEntry] | None:
         found = await resolvers.entries(info.context, self.accepted.board, user_ids=self.accepted.user_ids)
-        return [LeaderboardEntry.of(entry) for entry in found if entry is not None]
+        return [LeaderboardEntry.of(self.accepted.board, entry) for entry in found if entry is not None]
 
 
 @strawberry.type

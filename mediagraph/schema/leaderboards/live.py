@@ -11,23 +11,37 @@ from mediagraph.context import Context
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.resolvers import leaderboards as resolvers
 from mediagraph.resolvers.leaderboards.live import EntryState, TopState
-from mediagraph.schema.leaderboards import LeaderboardEntry
+from mediagraph.resolvers.leaderboards.store import Board
+from mediagraph.schema.leaderboards import Leaderboard, LeaderboardEntry
 
 
-@strawberry.type(description="The top of a leaderboard's current period, pushed whenever it changes.")
+@strawberry.type(
+    description="The top of a leaderboard's current period, pushed whenever it changes. The entries and the "
+    "leaderboard are Nodes, so a normalized cache updates every copy of them."
+)
 class LeaderboardTop:
+    board: strawberry.Private[Board]
     name: str
     period: str
     entries: list[LeaderboardEntry]
 
     @classmethod
     def of(cls, state: TopState) -> LeaderboardTop:
-        entries = [LeaderboardEntry.of(entry, state.users.get(entry.user_id)) for entry in state.entries]
-        return cls(name=state.board.definition.name, period=state.board.window.key, entries=entries)
+        board = state.board
+        entries = [LeaderboardEntry.of(board, entry, state.users.get(entry.user_id)) for entry in state.entries]
+        return cls(board=board, name=board.definition.name, period=board.window.key, entries=entries)
+
+    @strawberry.field(
+        description="The period pushed. Its fields are read when the push is sent: `top(first:)` selected "
+        "here refreshes that cached connection too."
+    )
+    def leaderboard(self) -> Leaderboard:
+        return Leaderboard.of(self.board)
 
 
 @strawberry.type(description="A user's standing on a leaderboard's current period, pushed whenever it changes.")
 class LeaderboardEntryUpdate:
+    board: strawberry.Private[Board]
     name: str
     period: str
     user_id: strawberry.ID
@@ -35,12 +49,18 @@ class LeaderboardEntryUpdate:
 
     @classmethod
     def of(cls, state: EntryState) -> LeaderboardEntryUpdate:
+        board = state.board
         return cls(
-            name=state.board.definition.name,
-            period=state.board.window.key,
+            board=board,
+            name=board.definition.name,
+            period=board.window.key,
             user_id=strawberry.ID(to_global_id("User", state.user_id)),
-            entry=LeaderboardEntry.of(state.entry, state.user) if state.entry is not None else None,
+            entry=LeaderboardEntry.of(board, state.entry, state.user) if state.entry is not None else None,
         )
+
+    @strawberry.field(description="The period pushed.")
+    def leaderboard(self) -> Leaderboard:
+        return Leaderboard.of(self.board)
 
 
 @strawberry.type
