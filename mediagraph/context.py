@@ -91,6 +91,17 @@ class Context:
             raise Forbidden("Only trusted services may do this.")
 
     @property
+    def public_origin(self) -> str:
+        """What absolute URLs of this API start with: `public_url`, else this request's own origin
+        (scheme and host as uvicorn sets them, from the trusted proxies' headers)."""
+        if self.settings.public_url or self.request is None:
+            return self.settings.public_url
+        url = self.request.url
+        # A websocket's own origin serves plain HTTP on the same host: ws -> http, wss -> https.
+        scheme = {"ws": "http", "wss": "https"}.get(url.scheme, url.scheme)
+        return f"{scheme}://{url.netloc}"
+
+    @property
     def client_address(self) -> str:
         if self.request is None or self.request.client is None:
             return "unknown"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Self
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -127,6 +128,11 @@ class Settings(BaseSettings):
     # Bucket counts and peaks reach PostgreSQL within about this delay.
     playback_rollup_interval_seconds: float = Field(default=5.0, gt=0, le=600)
 
+    # Where clients reach this API (`https://api.example.com`, or with a path prefix): absolute
+    # URLs such as `Media.contentUrl` start with it. Empty: each request's own origin, as
+    # uvicorn sees it behind the trusted proxies.
+    public_url: str = ""
+
     db_pool_size: int = 10
     db_max_overflow: int = 10
     # Connections per process for hot reads (db/reads.py). Lookups are merged across requests,
@@ -142,6 +148,17 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [url.strip() for url in value.split(",") if url.strip()]
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def public_url_is_an_absolute_http_url(cls, value: str) -> str:
+        url = value.strip()
+        if not url:
+            return ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("public_url must be an absolute http(s) URL such as https://api.example.com")
+        return url.rstrip("/")
 
     @field_validator("node_id")
     @classmethod

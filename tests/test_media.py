@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from mediagraph.demo import png_image
+from mediagraph.ids import decode_id
+from mediagraph.settings import Settings
 from tests.support.factories import create_media, create_user, unique_name, upload
+from tests.support.graphql import WebSocketClient
 
 MEDIA = "query($id: ID!) { media(id: $id) { id title tags uploader { username } viewerHasBookmarked } }"
 NODE = "query($id: ID!) { node(id: $id) { __typename id ... on Media { title } ... on User { username } } }"
@@ -260,3 +264,61 @@ async def test_health_endpoints(http):
     ready = (await http.get("/readyz")).json()
     assert ready["ready"] is True
     assert ready["checks"]["shards"] == [True, True]
+
+
+CONTENT_URL = "query($id: ID!) { media(id: $id) { contentUrl } }"
+CONTENT_URL_PUSH = "subscription($id: ID!) { viewCount(mediaId: $id) { media { id contentUrl } } }"
+
+
+async def test_content_url_is_absolute_on_the_origin_the_request_came_to(http, gql):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    raw_id = decode_id(media["id"], "Media")
+    assert media["contentUrl"] == f"http://mediagraph.test/media/{raw_id}/content"
+    other = await http.post(
+        "/graphql",
+        json={"query": CONTENT_URL, "variables": {"id": media["id"]}},
+        headers={"host": "cdn-less.example:8443"},
+    )
+    assert other.json()["data"]["media"]["contentUrl"] == f"http://cdn-less.example:8443/media/{raw_id}/content"
+
+
+async def _content_url_pushed(base: str, media_id: str) -> str:
+    client = await WebSocketClient.connect(base.replace("http://", "ws://") + "/graphql")
+    try:
+        assert (await client.receive())["type"] == "connection_ack"
+        await client.subscribe(CONTENT_URL_PUSH, {"id": media_id})
+        message = await client.receive()
+        assert message["type"] == "next", message
+        return message["payload"]["data"]["viewCount"]["media"]["contentUrl"]  # type: ignore[no-any-return]
+    finally:
+        await client.close()
+
+
+async def test_content_url_behind_a_trusted_proxy_and_in_pushes(live_servers, http, gql):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    raw_id = decode_id(media["id"], "Media")
+    base = live_servers.start("--no-workers")
+    async with httpx.AsyncClient(base_url=base) as client:
+        # uvicorn trusts the loopback proxy by default: its X-Forwarded-Proto sets the scheme.
+        proxied = await client.post(
+            "/graphql",
+            json={"query": CONTENT_URL, "variables": {"id": media["id"]}},
+            headers={"x-forwarded-proto": "https", "host": "media.example"},
+        )
+    assert proxied.json()["data"]["media"]["contentUrl"] == f"https://media.example/media/{raw_id}/content"
+    # Without MEDIAGRAPH_PUBLIC_URL a push is built on each subscriber's own origin.
+    assert await _content_url_pushed(base, media["id"]) == f"{base}/media/{raw_id}/content"
+
+    public = live_servers.start("--no-workers", MEDIAGRAPH_PUBLIC_URL="https://api.example.com/v1/")
+    async with httpx.AsyncClient(base_url=public) as client:
+        configured = await client.post("/graphql", json={"query": CONTENT_URL, "variables": {"id": media["id"]}})
+        assert configured.json()["data"]["media"]["contentUrl"] == f"https://api.example.com/v1/media/{raw_id}/content"
+    assert await _content_url_pushed(public, media["id"]) == f"https://api.example.com/v1/media/{raw_id}/content"
+
+
+@pytest.mark.parametrize("url", ["api.example.com", "ftp://api.example.com", "https://api.example.com/?q=1"])
+def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(url):
+    with pytest.raises(ValueError, match="public_url"):
+        Settings(public_url=url)

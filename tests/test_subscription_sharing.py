@@ -316,3 +316,15 @@ async def test_per_viewer_fields_in_a_push_are_each_subscribers_own(server, app,
     finally:
         for client, _ in sockets.values():
             await client.close()
+
+
+def test_a_push_with_absolute_urls_is_shared_only_when_the_public_url_fixes_their_origin():
+    from mediagraph.serving.schema import build_schema
+    from mediagraph.serving.sharing import SharedStreams
+
+    schema = build_schema()
+    query = "subscription($id: ID!) { viewCount(mediaId: $id) { media { id contentUrl } } }"
+    variables = {"id": "TWVkaWE6MQ"}
+    assert SharedStreams(origin_fixed=True).key_for(schema, query, None, variables) is not None
+    assert SharedStreams(origin_fixed=False).key_for(schema, query, None, variables) is None
+    assert SharedStreams(origin_fixed=False).key_for(schema, VIEW_COUNT, None, variables) is not None

@@ -22,6 +22,9 @@ SHARED_STATE = {"shared_state": True}
 # Metadata for a field whose value depends on who asks (`viewerHasLiked`, owner-only figures):
 # a subscription that selects one is executed per subscriber, never shared.
 VIEWER_DEPENDENT = {"viewer_dependent": True}
+# Metadata for a field built from the request's origin (absolute URLs) unless `public_url` is set:
+# without it, a subscription that selects one is executed per subscriber, each on its own origin.
+ORIGIN_DEPENDENT = {"origin_dependent": True}
 
 
 def coded(error: GraphQLError) -> GraphQLError:

@@ -21,7 +21,7 @@ from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
-from mediagraph.schema.extensions import VIEWER_DEPENDENT
+from mediagraph.schema.extensions import ORIGIN_DEPENDENT, VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
 from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
 from mediagraph.schema.scalars import Count
@@ -76,9 +76,13 @@ class Media(Node):
             updated_at=row.updated_at,
         )
 
-    @strawberry.field(description="Where to download the content; supports HTTP Range requests.")
-    def content_url(self) -> str:
-        return f"/media/{self.raw_id}/content"
+    @strawberry.field(
+        description="The absolute URL to download the content from, with HTTP Range requests (a `<video>` can "
+        "seek). It starts with the server's MEDIAGRAPH_PUBLIC_URL, or else the origin the request came to.",
+        metadata=ORIGIN_DEPENDENT,
+    )
+    def content_url(self, info: Info[Context, None]) -> str:
+        return f"{info.context.public_origin}/media/{self.raw_id}/content"
 
     @strawberry.field
     async def uploader(self, info: Info[Context, None]) -> User:

@@ -11,7 +11,8 @@ first.
 Only root fields whose strawberry definition carries `SHARED_STATE` qualify: their
 results must not depend on who asks (no viewer, no per-connection arguments). A
 document that also selects a field marked `VIEWER_DEPENDENT` (`viewerHasLiked` on a
-pushed media) runs per subscriber, so each sees their own value.
+pushed media) runs per subscriber, so each sees their own value; so does one selecting
+a field marked `ORIGIN_DEPENDENT` (`contentUrl`) unless `public_url` fixes the origin.
 
 Results are written to every socket straight from the stream's task; a socket that
 cannot take one at once is left to its own task and holds at most the newest result,
@@ -228,8 +229,10 @@ class SharedStream:
 class SharedStreams:
     """This process's shared streams, by query, operation name and variables."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, origin_fixed: bool = False) -> None:
         self._streams: dict[StreamKey, SharedStream] = {}
+        # With `public_url` set, absolute URLs are the same for every subscriber.
+        self._dependent_metadata = ("viewer_dependent",) if origin_fixed else ("viewer_dependent", "origin_dependent")
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -240,7 +243,7 @@ class SharedStreams:
         """The key to share this operation under, or None when it must run on its own."""
         if variables is not None and not isinstance(variables, dict):
             return None
-        if not _is_shared_state(schema, query, operation_name):
+        if not _is_shared_state(schema, query, operation_name, self._dependent_metadata):
             return None
         try:
             encoded = orjson.dumps(variables or {}, option=orjson.OPT_SORT_KEYS)
@@ -274,7 +277,9 @@ class SharedStreams:
             del self._streams[stream.key]
 
 
-def _is_shared_state(schema: MediagraphSchema, query: str, operation_name: str | None) -> bool:
+def _is_shared_state(
+    schema: MediagraphSchema, query: str, operation_name: str | None, dependent_metadata: tuple[str, ...]
+) -> bool:
     try:
         prepared = schema.documents.prepare(query)
         operation = prepared.operation(operation_name)
@@ -297,7 +302,7 @@ def _is_shared_state(schema: MediagraphSchema, query: str, operation_name: str |
         return False
     # One execution answers everyone: a selection that reaches a field whose value depends
     # on who asks (viewerHasLiked, …) runs per subscriber instead, so nobody sees another's.
-    return not _reaches_viewer_dependent_field(schema, prepared.document)
+    return not _reaches_dependent_field(schema, prepared.document, dependent_metadata)
 
 
 def _metadata(field: GraphQLField | None) -> dict[str, Any]:
@@ -305,15 +310,16 @@ def _metadata(field: GraphQLField | None) -> dict[str, Any]:
     return getattr(strawberry_field, "metadata", None) or {}
 
 
-def _reaches_viewer_dependent_field(schema: MediagraphSchema, document: DocumentNode) -> bool:
-    """Whether any field the document selects, in fragments too, is marked VIEWER_DEPENDENT."""
+def _reaches_dependent_field(schema: MediagraphSchema, document: DocumentNode, metadata: tuple[str, ...]) -> bool:
+    """Whether any field the document selects, in fragments too, carries one of the `metadata` marks."""
     type_info = TypeInfo(schema._schema)
     found = False
 
     class Finder(Visitor):
         def enter_field(self, node: FieldNode, *args: Any) -> Any:
             nonlocal found
-            if _metadata(type_info.get_field_def()).get("viewer_dependent"):
+            marks = _metadata(type_info.get_field_def())
+            if any(marks.get(mark) for mark in metadata):
                 found = True
                 return BREAK
             return None

@@ -67,7 +67,7 @@ class GraphQLApp(GraphQL[Context, None]):
     def __init__(
         self, schema: MediagraphSchema, settings: Settings, *, ide_page: Callable[[Request], HTMLResponse] | None = None
     ) -> None:
-        self.shared_streams = SharedStreams()
+        self.shared_streams = SharedStreams(origin_fixed=bool(settings.public_url))
         self.ide_page = ide_page
         super().__init__(
             schema,
