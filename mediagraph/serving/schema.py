@@ -7,7 +7,6 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import strawberry
-from graphql import ExecutionResult as GraphQLExecutionResult
 from graphql import GraphQLError
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext, ExecutionResult
@@ -33,13 +32,10 @@ class MediagraphSchema(strawberry.Schema):
             result.errors = [coded(error) for error in result.errors]
         return result
 
-    async def subscribe(self, *args: Any, **kwargs: Any) -> Any:
-        result = await super().subscribe(*args, **kwargs)
-        if isinstance(result, ExecutionResult | GraphQLExecutionResult):
-            if result.errors:
-                result.errors = [coded(error) for error in result.errors]
-            return result
-        return _coded_stream(result)
+    async def stream(self, *args: Any, **kwargs: Any) -> Any:
+        # Every streaming transport (both websocket subprotocols, shared subscriptions, and
+        # `subscribe`, which calls this) sends results with the same codes and masking as HTTP.
+        return _coded_stream(await super().stream(*args, **kwargs))
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         # User errors are answers, not incidents: only unexpected failures are logged.
@@ -65,7 +61,7 @@ def build_schema(settings: Settings | None = None) -> MediagraphSchema:
 async def _coded_stream(results: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
     try:
         async for result in results:
-            if result.errors:
+            if getattr(result, "errors", None):
                 result.errors = [coded(error) for error in result.errors]
             yield result
     finally:

@@ -1,4 +1,5 @@
-"""Strawberry's GraphQL view: multipart uploads, GraphiQL, other content types and graphql-transport-ws."""
+"""Strawberry's GraphQL view: multipart uploads, GraphiQL, other content types, graphql-transport-ws and the
+legacy graphql-ws subprotocol (`serving/graphql_ws.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http.exceptions import WebSocketDisconnected
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
@@ -21,6 +22,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 
 from mediagraph.context import Context
 from mediagraph.errors import UserError
+from mediagraph.serving.graphql_ws import LegacyWSHandler
 from mediagraph.serving.schema import MediagraphSchema
 from mediagraph.serving.sharing import Ending, SharedStreams
 from mediagraph.settings import Settings
@@ -62,6 +64,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 class GraphQLApp(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWSHandler
+    graphql_ws_handler_class = LegacyWSHandler
     schema: MediagraphSchema
 
     def __init__(
@@ -72,7 +75,8 @@ class GraphQLApp(GraphQL[Context, None]):
         super().__init__(
             schema,
             graphql_ide="graphiql" if settings.graphiql and ide_page is not None else None,
-            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+            # graphql-transport-ws first: a client offering both gets it.
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL),
             connection_init_wait_timeout=timedelta(seconds=10),
             multipart_uploads_enabled=True,
             keep_alive=True,

@@ -76,3 +76,44 @@ class WebSocketClient:
 
     async def close(self) -> None:
         await self.connection.close()
+
+
+class LegacyWebSocketClient:
+    """The legacy graphql-ws subprotocol, as subscriptions-transport-ws (older Apollo apps) speaks it."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    @classmethod
+    async def connect(
+        cls, url: str, *, payload: dict[str, Any] | None = None, init: bool = True
+    ) -> LegacyWebSocketClient:
+        connection = await websockets.connect(url, subprotocols=["graphql-ws"])  # type: ignore[list-item]
+        assert connection.subprotocol == "graphql-ws"
+        client = cls(connection)
+        if init:
+            await client.send({"type": "connection_init", "payload": payload or {}})
+        return client
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.connection.send(json.dumps(message))
+
+    async def receive(self, timeout: float = 10) -> dict[str, Any]:  # noqa: ASYNC109 - a test helper's deadline
+        while True:
+            raw = await asyncio.wait_for(self.connection.recv(), timeout)
+            assert isinstance(raw, str), f"binary frame: {raw!r}"
+            message = json.loads(raw)
+            if message["type"] == "ka":  # keep-alive, sent right after connection_ack and then periodically
+                continue
+            return message  # type: ignore[no-any-return]
+
+    async def start(self, query: str, variables: dict[str, Any] | None = None) -> str:
+        operation_id = uuid.uuid4().hex
+        await self.send({"id": operation_id, "type": "start", "payload": {"query": query, "variables": variables or {}}})
+        return operation_id
+
+    async def stop(self, operation_id: str) -> None:
+        await self.send({"id": operation_id, "type": "stop"})
+
+    async def close(self) -> None:
+        await self.connection.close()
