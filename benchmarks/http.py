@@ -275,16 +275,19 @@ def _measure(target: Target, workload: Workload, options: Options, profile_folde
     with profiling.recording(target.pid, output):
         result = run_wrk(target.url, load, connections=options.connections, seconds=options.seconds)
     summary = profiling.summarize(output)
+    title = f"py-spy, mediagraph during {workload.name} ({summary.samples:,} samples, {summary.seconds:.1f} s busy)"
+    report(f"{title}: packages (self)", ["package", "%"], summary.by_package)
     report(
-        f"py-spy, mediagraph during {workload.name}: {summary.samples:,} samples ({output})",
+        f"{title}: frames (self)",
         ["frame", "self %", "total %"],
         [[share.frame, share.self_percent, share.total_percent] for share in summary.by_self],
     )
     report(
-        f"py-spy, mediagraph during {workload.name}: frames on the stack most often",
+        f"{title}: mediagraph's functions with what they call",
         ["frame", "self %", "total %"],
-        [[share.frame, share.self_percent, share.total_percent] for share in summary.by_total],
+        [[share.frame, share.self_percent, share.total_percent] for share in summary.ours_by_total],
     )
+    console.print(f"profile: {output} (open it in https://www.speedscope.app)")
     return result
 
 

@@ -70,38 +70,62 @@ class FrameShare:
 @dataclass(frozen=True)
 class Summary:
     samples: int
+    seconds: float  # of samples in which the server was not idle
     by_self: list[FrameShare]  # where the CPU was when sampled
-    by_total: list[FrameShare]  # what was on the stack when sampled
+    by_package: list[tuple[str, float]]  # the same, per package (first part of the module path), in %
+    ours_by_total: list[FrameShare]  # mediagraph's own functions, with everything they called
 
 
-def summarize(speedscope: Path, *, top: int = 15) -> Summary:
-    """The frames with the most samples, alone (self) and with what they called (total), over all threads."""
+def summarize(speedscope: Path, *, top: int = 20) -> Summary:
+    """The frames with the most samples over all threads: alone (self), per package, and mediagraph's with callees."""
     document = json.loads(speedscope.read_text())
     frames = [_frame_name(frame) for frame in document["shared"]["frames"]]
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    samples = 0
+    packages: Counter[str] = Counter()
+    samples, seconds = 0, 0.0
     for profile in document["profiles"]:
         for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
-            if not stack:
+            # py-spy puts the process itself at the root of each stack (--subprocesses): not code.
+            names = [frames[index] for index in stack if frames[index] is not None]
+            if not names:
                 continue
-            samples += weight
-            own[frames[stack[-1]]] += weight
-            for name in {frames[index] for index in stack}:
-                inclusive[name] += weight
+            samples += 1
+            seconds += weight
+            own[names[-1]] += 1
+            packages[_package(names[-1])] += 1
+            for name in set(names):
+                inclusive[name] += 1
 
     def share(name: str) -> FrameShare:
         return FrameShare(name, 100 * own[name] / samples, 100 * inclusive[name] / samples)
 
+    if not samples:
+        return Summary(0, 0.0, [], [], [])
+    # The command line's frames hold everything the loop runs; they say nothing about a request.
+    ours = [
+        name
+        for name, _ in inclusive.most_common()
+        if _package(name) == "mediagraph" and not re.search(r"\(mediagraph/(cli/|__main__)", name)
+    ]
     return Summary(
         samples=samples,
-        by_self=[share(name) for name, _ in own.most_common(top)] if samples else [],
-        by_total=[share(name) for name, _ in inclusive.most_common(top)] if samples else [],
+        seconds=seconds,
+        by_self=[share(name) for name, _ in own.most_common(top)],
+        by_package=[(name, 100 * count / samples) for name, count in packages.most_common(top)],
+        ours_by_total=[share(name) for name in ours[:top]],
     )
 
 
-def _frame_name(frame: dict[str, object]) -> str:
-    """`function (module path)`: lines left out, so a function's samples add up."""
+def _package(frame: str) -> str:
+    module = frame.rsplit("(", 1)[-1].rstrip(")")
+    return module.split("/", 1)[0] if "/" in module else module
+
+
+def _frame_name(frame: dict[str, object]) -> str | None:
+    """`function (module path)`: lines left out, so a function's samples add up; None for no code."""
+    if not frame.get("file"):
+        return None
     file = re.sub(r"^.*/(site-packages|python3\.\d+)/", "", str(frame.get("file") or ""))
     file = re.sub(r"^.*/(mediagraph|benchmarks)/", r"\1/", file)
     return f"{frame.get('name')} ({file})"
