@@ -47,10 +47,10 @@ def encode_id_cursor(secret: str, kind: str, value: int) -> str:
     return encode_cursor(secret, kind, [value])
 
 
-def decode_id_cursor(secret: str, kind: str, cursor: str | None) -> int | None:
+def decode_id_cursor(secret: str, kind: str, cursor: str | None, *, argument: str = "after") -> int | None:
     if cursor is None:
         return None
     values = decode_cursor(secret, kind, cursor)
     if len(values) != 1 or not isinstance(values[0], int) or isinstance(values[0], bool) or values[0] < 1:
-        raise BadUserInput("The cursor is invalid; start again without `after`.")
+        raise BadUserInput(f"The cursor is invalid; start again without `{argument}`.", argument=argument)
     return values[0]

@@ -264,6 +264,32 @@ async def older_followed_posts(
     return [(post, author) for post, author in (await session.execute(query)).all()]
 
 
+async def newer_followed_posts(
+    session: AsyncSession, viewer_id: int, *, after: int, limit: int
+) -> list[tuple[Post, User]]:
+    """The news feed's posts just above `after`, oldest first: backward pages, from PostgreSQL alone
+    (the cache only helps the way readers usually go)."""
+    per_author = select(Post).where(col(Post.author_id) == col(Follow.followee_id), col(Post.id) > after)
+    earliest = aliased(Post, per_author.order_by(col(Post.id)).limit(limit).lateral("earliest"))
+    query = (
+        select(earliest, User)
+        .select_from(Follow)
+        .join(earliest, true())
+        .join(User, col(User.id) == col(Follow.followee_id))
+        .where(col(Follow.follower_id) == viewer_id)
+        .order_by(col(earliest.id))
+        .limit(limit)
+    )
+    return [(post, author) for post, author in (await session.execute(query)).all()]
+
+
+async def newer_author_posts(session: AsyncSession, author_id: int, *, after: int, limit: int) -> list[Post]:
+    """An author's posts just above `after`, oldest first: backward pages of the newest-first listing."""
+    query = select(Post).where(col(Post.author_id) == author_id, col(Post.id) > after)
+    rows = await session.execute(query.order_by(col(Post.id)).limit(limit))
+    return list(rows.scalars())
+
+
 async def older_author_posts(session: AsyncSession, author_id: int, *, before: int | None, limit: int) -> list[Post]:
     query = select(Post).where(col(Post.author_id) == author_id)
     if before is not None:

@@ -68,3 +68,8 @@ def with_tags(tags: list[str], *, all_of: bool) -> Where:
 
 def owned_by(owner_id: int) -> Where:
     return Where().and_("owner_id = {}", owner_id)
+
+
+def newer_media(where: Where) -> str:
+    """Backward pages of a newest-first listing: `$1` the id to go above, `$2` the limit, nearest first."""
+    return f"{ALL_MEDIA} WHERE {where.sql(first=3)} AND id > $1 ORDER BY id LIMIT $2"

@@ -91,7 +91,7 @@ class CommentConnection:
     def from_page(cls, page: Page[CommentRow]) -> CommentConnection:
         return cls(
             edges=[Edge(cursor=cursor, node=Comment.from_row(row)) for cursor, row in page.items],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
         )
 
 

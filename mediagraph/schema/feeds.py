@@ -17,7 +17,7 @@ from mediagraph.resolvers.media import media_by_id
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.users import user_by_id
 from mediagraph.schema.media import Media
-from mediagraph.schema.relay import Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_builder, register_node, requested
 from mediagraph.schema.users import User
 
 
@@ -72,7 +72,7 @@ class PostConnection:
     def from_page(cls, page: Page[PostRow]) -> PostConnection:
         return cls(
             edges=[Edge(cursor=cursor, node=Post.from_row(row)) for cursor, row in page.items],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
         )
 
 
@@ -95,7 +95,7 @@ class FollowConnection:
                 FollowEdge(cursor=cursor, node=User.from_row(user), followed_at=followed_at)
                 for cursor, (user, followed_at) in page.items
             ],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
         )
 
 
@@ -117,12 +117,26 @@ class FeedQueries:
         return await _fetch_post(info.context, decode_id(id, "Post"))
 
     @strawberry.field(
-        description="Posts of the users the viewer follows, newest first; scrolls back to their first post."
+        description="Posts of the users the viewer follows, newest first (10 a page unless asked otherwise); "
+        "scrolls back to their first post, and backward (`last`/`before`) to newer ones."
     )
     async def newsfeed(
-        self, info: Info[Context, None], first: int | None = resolvers.NEWSFEED_PAGE_SIZE, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> PostConnection:
-        return PostConnection.from_page(await resolvers.newsfeed_page(info.context, first=first, after=after))
+        request = requested(
+            info.context.settings,
+            first=first,
+            after=after,
+            last=last,
+            before=before,
+            default=resolvers.NEWSFEED_PAGE_SIZE,
+        )
+        return PostConnection.from_page(await resolvers.newsfeed_page(info.context, request=request))
 
 
 @strawberry.type

@@ -23,7 +23,7 @@ from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.extensions import ORIGIN_DEPENDENT, VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
-from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node
+from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node, requested
 from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
@@ -126,9 +126,15 @@ class Media(Node):
 
     @strawberry.field(description="The comment thread in thread order (replies under their parent, oldest first).")
     async def comments(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> CommentConnectionRef | None:
-        page = await comment_reads.thread(info.context, media_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await comment_reads.thread(info.context, media_id=self.raw_id, request=request)
         return comment_connection(page)
 
     @strawberry.field(description="The thread by page number (1-based), for numbered page navigation.")
@@ -151,6 +157,13 @@ register_node("Media", _fetch_media)
 register_builder("Media", Media.from_row)
 
 
+RANKED_FORWARD_ONLY = (
+    "mediaList by VIEWS or LIKES pages forward only (`first`/`after`): counts move while you page, so its "
+    "pagination session serves each media once, going forward, and reports in `omitted` those that moved above "
+    "the cursor; a page backward would serve them again. Sort by NEWEST to page both ways."
+)
+
+
 @strawberry.type
 class MediaConnection:
     edges: list[Edge[Media]]
@@ -165,7 +178,7 @@ class MediaConnection:
     def from_page(cls, page: Page[MediaRow]) -> MediaConnection:
         return cls(
             edges=[Edge(cursor=cursor, node=Media.from_row(row)) for cursor, row in page.items],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
             omitted=[Media.from_row(row) for row in page.omitted],
         )
 
@@ -181,7 +194,10 @@ class MediaQueries:
     async def media(self, info: Info[Context, None], id: strawberry.ID) -> Media | None:
         return media_or_none(await resolvers.media_by_id(info.context, decode_id(id, "Media")))
 
-    @strawberry.field(description="Media, newest first or by views or likes, optionally filtered by tags.")
+    @strawberry.field(
+        description="Media, newest first or by views or likes, optionally filtered by tags. NEWEST pages both "
+        "ways; VIEWS and LIKES page forward only (`last`/`before` are refused with BAD_USER_INPUT)."
+    )
     async def media_list(
         self,
         info: Info[Context, None],
@@ -190,13 +206,19 @@ class MediaQueries:
         sort: MediaSortEnum = MediaSort.NEWEST,  # type: ignore[valid-type]
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> MediaConnection:
+        settings = info.context.settings
         if sort is MediaSort.NEWEST:
-            page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, first=first, after=after)
+            request = requested(settings, first=first, after=after, last=last, before=before)
+            page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, request=request)
         else:
+            requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
             page = await ranked_media_list(
                 info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after
             )
+            page.has_previous_page = after is not None
         return MediaConnection.from_page(page)
 
 

@@ -7,6 +7,9 @@ from typing import Any, Generic, TypeVar, cast
 
 import strawberry
 
+from mediagraph.resolvers.pagination import DEFAULT_PAGE_SIZE, Page, PageRequest, page_request
+from mediagraph.settings import Settings
+
 T = TypeVar("T")
 
 
@@ -15,12 +18,50 @@ class Node:
     id: strawberry.ID
 
 
-@strawberry.type
+@strawberry.type(description="Where a page lies in its connection (Relay cursor connections).")
 class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
-    has_previous_page: bool = False
-    start_cursor: str | None = None
+    has_next_page: bool = strawberry.field(
+        description="Whether rows follow the page. Paging backward (`last`/`before`): true when `before` was given."
+    )
+    end_cursor: str | None = strawberry.field(description="The last edge's cursor; pass it as `after` for the next page.")
+    has_previous_page: bool = strawberry.field(
+        default=False,
+        description="Whether rows precede the page. Paging forward (`first`/`after`): true when `after` was given.",
+    )
+    start_cursor: str | None = strawberry.field(
+        default=None, description="The first edge's cursor; pass it as `before` for the previous page."
+    )
+
+    @classmethod
+    def of(cls, page: Page[Any]) -> PageInfo:
+        return cls(
+            has_next_page=page.has_next_page,
+            end_cursor=page.end_cursor,
+            has_previous_page=page.has_previous_page,
+            start_cursor=page.start_cursor,
+        )
+
+
+def requested(
+    settings: Settings,
+    *,
+    first: int | None,
+    after: str | None,
+    last: int | None = None,
+    before: str | None = None,
+    default: int = DEFAULT_PAGE_SIZE,
+    forward_only: str | None = None,
+) -> PageRequest:
+    """A connection field's Relay arguments, capped at `max_page_size`."""
+    return page_request(
+        first=first,
+        after=after,
+        last=last,
+        before=before,
+        maximum=settings.max_page_size,
+        default=default,
+        forward_only=forward_only,
+    )
 
 
 @strawberry.type

@@ -17,7 +17,7 @@ from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.extensions import VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveChannelViewers, PlaybackStats, live_viewers_of_channel
-from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node
+from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node, requested
 from mediagraph.schema.scalars import Count
 
 if TYPE_CHECKING:
@@ -56,9 +56,15 @@ class User(Node):
 
     @strawberry.field(description="Media this user uploaded, newest first.")
     async def media(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> MediaConnectionRef:
-        page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, request=request)
         return media_connection(page)
 
     @strawberry.field(
@@ -66,30 +72,54 @@ class User(Node):
         metadata=VIEWER_DEPENDENT,
     )
     async def bookmarks(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> MediaConnectionRef:
-        page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, request=request)
         return media_connection(page)
 
     @strawberry.field(description="This user's posts, newest first.")
     async def posts(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> PostConnectionRef:
-        page = await post_resolvers.author_posts(info.context, author_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await post_resolvers.author_posts(info.context, author_id=self.raw_id, request=request)
         return post_connection(page)
 
     @strawberry.field(description="Who follows this user, most recent follow first.")
     async def followers(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> FollowConnectionRef:
-        page = await follow_resolvers.followers(info.context, user_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await follow_resolvers.followers(info.context, user_id=self.raw_id, request=request)
         return follow_connection(page)
 
     @strawberry.field(description="Whom this user follows, most recent follow first.")
     async def following(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> FollowConnectionRef:
-        page = await follow_resolvers.following(info.context, user_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await follow_resolvers.following(info.context, user_id=self.raw_id, request=request)
         return follow_connection(page)
 
     @strawberry.field
@@ -123,9 +153,15 @@ class User(Node):
         "Null, with a SERVICE_UNAVAILABLE error, while a shard is down."
     )
     async def comments(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> CommentConnectionRef | None:
-        page = await comment_reads.writer_comments(info.context, writer_id=self.raw_id, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await comment_reads.writer_comments(info.context, writer_id=self.raw_id, request=request)
         return comment_connection(page)
 
 

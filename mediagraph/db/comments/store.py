@@ -235,11 +235,31 @@ async def limited_count(session: AsyncSession, *, media_id: int, limit: int) -> 
     return int(counted or 0)
 
 
+async def thread_before(session: AsyncSession, *, media_id: int, before_path: str | None, limit: int) -> list[Comment]:
+    """Thread order backward: up to `limit` comments just before `before_path` (the thread's last ones
+    when None), nearest first."""
+    query = select(Comment).where(col(Comment.media_id) == media_id)
+    if before_path is not None:
+        query = query.where(col(Comment.path) < before_path)
+    return list(await session.scalars(query.order_by(col(Comment.path).desc()).limit(limit)))
+
+
 async def comments_by_writer(session: AsyncSession, *, writer_id: int, before_id: int, limit: int) -> list[Comment]:
     rows = await session.scalars(
         select(Comment)
         .where(col(Comment.writer_id) == writer_id, col(Comment.id) < before_id, ~col(Comment.deleted))
         .order_by(col(Comment.id).desc())
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def comments_by_writer_after(session: AsyncSession, *, writer_id: int, after_id: int, limit: int) -> list[Comment]:
+    """A writer's comments newer than `after_id`, oldest first: backward pages of the newest-first listing."""
+    rows = await session.scalars(
+        select(Comment)
+        .where(col(Comment.writer_id) == writer_id, col(Comment.id) > after_id, ~col(Comment.deleted))
+        .order_by(col(Comment.id))
         .limit(limit)
     )
     return list(rows)

@@ -53,22 +53,35 @@ local function slice(sz, out, start, count)
 end
 """
 
-# ARGV: start, count, after member ('' for none), after partition, after stored score.
-# Resumes right after the `after` member when it still holds that score (keyset); else at `start`.
+# ARGV: start, count, anchor member ('' for none), anchor partition, anchor stored score, direction.
+# Forward ('after'): resumes right after the anchor when it still holds that score (keyset); else at
+# `start`. Backward ('before'): the `count` entries just above the anchor (or above position `start`;
+# a negative `start` means the end of the board).
 RANGE = (
     PRELUDE
     + """
 local sz, total = sizes()
 if not loaded(total) then return {0} end
+local backward = ARGV[6] == 'before'
 local start = tonumber(ARGV[1])
+if start < 0 then start = total end
 if ARGV[3] ~= '' then
   local part = tonumber(ARGV[4])
   if part < #sz then
     local score = redis.call('ZSCORE', KEYS[FIRST + part], ARGV[3])
-    if score and tonumber(score) == tonumber(ARGV[5]) then start = position(sz, part, ARGV[3]) + 1 end
+    if score and tonumber(score) == tonumber(ARGV[5]) then
+      start = position(sz, part, ARGV[3])
+      if not backward then start = start + 1 end
+    end
   end
 end
-return slice(sz, {1, total, start}, start, tonumber(ARGV[2]))
+local count = tonumber(ARGV[2])
+if backward then
+  local stop = math.min(start, total)
+  start = math.max(0, stop - count)
+  count = stop - start
+end
+return slice(sz, {1, total, start}, start, count)
 """
 )
 

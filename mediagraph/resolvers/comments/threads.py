@@ -17,7 +17,7 @@ from mediagraph.db.comments.paths import is_valid
 from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import BadUserInput
 from mediagraph.ids import MAX_ID
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page, page_size
 
 THREAD_CURSOR = "comments:thread"
 WRITER_CURSOR = "comments:writer"
@@ -36,28 +36,39 @@ class NumberedPage:
     has_next_block: bool
 
 
-def _cursor_values(context: Context, kind: str, cursor: str, owner_id: int) -> object:
+def _cursor_values(context: Context, kind: str, cursor: str, owner_id: int, argument: str) -> object:
     values = decode_cursor(context.settings.secret_key, kind, cursor)
     if len(values) != 2 or values[0] != owner_id:
-        raise BadUserInput(INVALID_CURSOR, argument="after")
+        raise BadUserInput(INVALID_CURSOR, argument=argument)
     return values[1]
 
 
-async def thread(context: Context, *, media_id: int, first: int | None, after: str | None) -> Page[Comment]:
-    """Thread order by keyset on the path: the same cost on the 10,000th page as on the first."""
-    limit = page_size(first, context.settings.max_page_size)
-    after_path = ""
-    if after is not None:
-        value = _cursor_values(context, THREAD_CURSOR, after, media_id)
+def _cursor_argument(request: PageRequest) -> str:
+    return "before" if request.backward else "after"
+
+
+async def thread(context: Context, *, media_id: int, request: PageRequest) -> Page[Comment]:
+    """Thread order by keyset on the path: the same cost on the 10,000th page as on the first, both ways."""
+    cursor_path: str | None = None
+    if request.cursor is not None:
+        value = _cursor_values(context, THREAD_CURSOR, request.cursor, media_id, _cursor_argument(request))
         if not isinstance(value, str) or not is_valid(value):
-            raise BadUserInput(INVALID_CURSOR, argument="after")
-        after_path = value
-    window = await context.loader(ThreadWindowByMediaLoader).load((media_id, limit + 1, after_path))
+            raise BadUserInput(INVALID_CURSOR, argument=_cursor_argument(request))
+        cursor_path = value
+    if request.backward:
+
+        async def work(session: AsyncSession) -> list[Comment]:
+            return await comment_store.thread_before(
+                session, media_id=media_id, before_path=cursor_path, limit=request.size + 1
+            )
+
+        physical = context.services.databases.router.physical_shard(media_id)
+        rows = await read_shard(context.services, physical, work)
+    else:
+        window = await context.loader(ThreadWindowByMediaLoader).load((media_id, request.size + 1, cursor_path or ""))
+        rows = window.comments
     secret = context.settings.secret_key
-    return Page(
-        items=[(encode_cursor(secret, THREAD_CURSOR, [media_id, row.path]), row) for row in window.comments[:limit]],
-        has_next_page=len(window.comments) > limit,
-    )
+    return keyset_page(request, rows, lambda row: encode_cursor(secret, THREAD_CURSOR, [media_id, row.path]))
 
 
 async def numbered_page(context: Context, *, media_id: int, page: int, size: int | None) -> NumberedPage:
@@ -94,26 +105,30 @@ async def numbered_page(context: Context, *, media_id: int, page: int, size: int
     )
 
 
-async def writer_comments(context: Context, *, writer_id: int, first: int | None, after: str | None) -> Page[Comment]:
+async def writer_comments(context: Context, *, writer_id: int, request: PageRequest) -> Page[Comment]:
     """A writer's comments, newest first: every shard concurrently, at most a page from each."""
-    limit = page_size(first, context.settings.max_page_size)
-    before_id = MAX_ID
-    if after is not None:
-        value = _cursor_values(context, WRITER_CURSOR, after, writer_id)
+    cursor_id: int | None = None
+    if request.cursor is not None:
+        value = _cursor_values(context, WRITER_CURSOR, request.cursor, writer_id, _cursor_argument(request))
         if not isinstance(value, int) or not 0 < value <= MAX_ID:
-            raise BadUserInput(INVALID_CURSOR, argument="after")
-        before_id = value
+            raise BadUserInput(INVALID_CURSOR, argument=_cursor_argument(request))
+        cursor_id = value
+    limit = request.size
     services = context.services
     router = services.databases.router
 
     async def from_shard(physical: int) -> tuple[list[Comment], int | None]:
         async def work(session: AsyncSession) -> list[Comment]:
+            if request.backward:
+                return await comment_store.comments_by_writer_after(
+                    session, writer_id=writer_id, after_id=cursor_id or 0, limit=limit + 1
+                )
             return await comment_store.comments_by_writer(
-                session, writer_id=writer_id, before_id=before_id, limit=limit + 1
+                session, writer_id=writer_id, before_id=cursor_id or MAX_ID, limit=limit + 1
             )
 
         rows = await read_shard(services, physical, work)
-        # A full batch may hide older rows of this shard: nothing older than its last row is certain.
+        # A full batch may hide more rows of this shard beyond its last: nothing past it is certain.
         frontier = rows[-1].id if len(rows) > limit else None
         # Rows of a logical shard that moved away are leftovers awaiting deletion.
         resident = [row for row in rows if router.physical_of_logical(row.logical_shard) == physical]
@@ -123,17 +138,28 @@ async def writer_comments(context: Context, *, writer_id: int, first: int | None
         *(from_shard(physical) for physical in range(len(services.databases.shards))), return_exceptions=True
     )
     fetched = _raise_first(results)
-    frontier = max((edge for _, edge in fetched if edge is not None), default=None)
-    merged = sorted(
-        (row for rows, _ in fetched for row in rows if frontier is None or row.id >= frontier),
-        key=lambda row: row.id,
-        reverse=True,
-    )
+    # Rows read away from the cursor, nearest first, up to the nearest frontier of any shard.
+    frontiers = [edge for _, edge in fetched if edge is not None]
+    rows = [row for found, _ in fetched for row in found]
+    if request.backward:
+        frontier = min(frontiers, default=None)
+        merged = sorted((row for row in rows if frontier is None or row.id <= frontier), key=lambda row: row.id)
+    else:
+        frontier = max(frontiers, default=None)
+        merged = sorted(
+            (row for row in rows if frontier is None or row.id >= frontier), key=lambda row: row.id, reverse=True
+        )
     secret = context.settings.secret_key
-    return Page(
-        items=[(encode_cursor(secret, WRITER_CURSOR, [writer_id, row.id]), row) for row in merged[:limit]],
-        has_next_page=len(merged) > limit or frontier is not None,
+    page = keyset_page(
+        request, merged, lambda row: encode_cursor(secret, WRITER_CURSOR, [writer_id, row.id])
     )
+    if frontier is not None:
+        # Some shard holds more beyond what this page could compare: paging on is not over.
+        if request.backward:
+            page.has_previous_page = True
+        else:
+            page.has_next_page = True
+    return page
 
 
 def _raise_first(

@@ -17,12 +17,20 @@ from mediagraph.cursors import decode_id_cursor, encode_id_cursor
 from mediagraph.dataloaders.feeds import PostByIdLoader
 from mediagraph.dataloaders.users import UserByIdLoader
 from mediagraph.db.base import utcnow
-from mediagraph.db.feeds import Post, follow_counts, followed_posts, followee_chunks, older_followed_posts, recent_posts
+from mediagraph.db.feeds import (
+    Post,
+    follow_counts,
+    followed_posts,
+    followee_chunks,
+    newer_followed_posts,
+    older_followed_posts,
+    recent_posts,
+)
 from mediagraph.db.users import User
 from mediagraph.ids import snowflake_floor
 from mediagraph.keys.feeds import COMPLETE, CacheState, Entry, FeedCache, author_feed, newsfeed
 from mediagraph.resolvers.feeds.timelines import read_posts
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 from mediagraph.subscriptions.feeds import newsfeed_posts
 
 NEWSFEED_CURSOR = "newsfeed"
@@ -134,15 +142,15 @@ class Newsfeed:
             return {}
         async with self.context.db.use() as session:
             rows = await followed_posts(session, self.viewer_id, post_ids)
-        return self._primed(rows)
+        return self.primed(rows)
 
     async def older(self, *, before: int | None, limit: int) -> list[Post]:
         async with self.context.db.use() as session:
             rows = await older_followed_posts(session, self.viewer_id, before=before, limit=limit)
-        self._primed(rows)
+        self.primed(rows)
         return [post for post, _ in rows]
 
-    def _primed(self, rows: list[tuple[Post, User]]) -> dict[int, Post]:
+    def primed(self, rows: list[tuple[Post, User]]) -> dict[int, Post]:
         posts, users = self.context.loader(PostByIdLoader), self.context.loader(UserByIdLoader)
         for post, author in rows:
             posts.prime(post.id, post)
@@ -150,17 +158,20 @@ class Newsfeed:
         return {post.id: post for post, _ in rows}
 
 
-async def newsfeed_page(context: Context, *, first: int | None, after: str | None) -> Page[Post]:
+async def newsfeed_page(context: Context, *, request: PageRequest) -> Page[Post]:
     viewer = await context.require_viewer()
-    limit = page_size(NEWSFEED_PAGE_SIZE if first is None else first, context.settings.max_page_size)
-    before = decode_id_cursor(context.settings.secret_key, NEWSFEED_CURSOR, after)
-    posts = await read_posts(Newsfeed(context, viewer.id), before=before, want=limit + 1)
-    return Page(
-        items=[
-            (encode_id_cursor(context.settings.secret_key, NEWSFEED_CURSOR, post.id), post) for post in posts[:limit]
-        ],
-        has_next_page=len(posts) > limit,
-    )
+    secret = context.settings.secret_key
+    argument = "before" if request.backward else "after"
+    cursor_id = decode_id_cursor(secret, NEWSFEED_CURSOR, request.cursor, argument=argument)
+    feed = Newsfeed(context, viewer.id)
+    if request.backward:
+        async with context.db.use() as session:
+            rows = await newer_followed_posts(session, viewer.id, after=cursor_id or 0, limit=request.size + 1)
+        feed.primed(rows)
+        posts = [post for post, _ in rows]
+    else:
+        posts = await read_posts(feed, before=cursor_id, want=request.size + 1)
+    return keyset_page(request, posts, lambda post: encode_id_cursor(secret, NEWSFEED_CURSOR, post.id))
 
 
 async def newsfeed_updates(context: Context) -> AsyncIterator[Post]:

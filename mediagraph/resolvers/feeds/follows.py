@@ -20,7 +20,7 @@ from mediagraph.db.feeds import FeedEventKind, Follow, adjust_follow_counts
 from mediagraph.db.users import User
 from mediagraph.errors import BadUserInput, NotFound
 from mediagraph.resolvers.feeds import events as feed_events
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 from mediagraph.resolvers.users import user_by_id
 
 
@@ -108,26 +108,23 @@ async def viewer_follows(context: Context, user_id: int) -> bool:
     return await context.loader(FollowedByViewerLoader).load(user_id)
 
 
-async def followers(
-    context: Context, *, user_id: int, first: int | None, after: str | None
-) -> Page[tuple[User, datetime]]:
+async def followers(context: Context, *, user_id: int, request: PageRequest) -> Page[tuple[User, datetime]]:
     """Who follows `user_id`, most recent follow first."""
-    return await _follow_page(context, user_id=user_id, first=first, after=after, kind="followers")
+    return await _follow_page(context, user_id=user_id, request=request, kind="followers")
 
 
-async def following(
-    context: Context, *, user_id: int, first: int | None, after: str | None
-) -> Page[tuple[User, datetime]]:
+async def following(context: Context, *, user_id: int, request: PageRequest) -> Page[tuple[User, datetime]]:
     """Whom `user_id` follows, most recent follow first."""
-    return await _follow_page(context, user_id=user_id, first=first, after=after, kind="following")
+    return await _follow_page(context, user_id=user_id, request=request, kind="following")
 
 
 async def _follow_page(
-    context: Context, *, user_id: int, first: int | None, after: str | None, kind: str
+    context: Context, *, user_id: int, request: PageRequest, kind: str
 ) -> Page[tuple[User, datetime]]:
-    limit = page_size(first, context.settings.max_page_size)
+    secret = context.settings.secret_key
     cursor_kind = f"follows:{kind}"
-    before = decode_id_cursor(context.settings.secret_key, cursor_kind, after)
+    argument = "before" if request.backward else "after"
+    cursor_id = decode_id_cursor(secret, cursor_kind, request.cursor, argument=argument)
     if kind == "followers":
         mine, theirs = col(Follow.followee_id), col(Follow.follower_id)
     else:
@@ -135,17 +132,16 @@ async def _follow_page(
     query: Any = (
         select(col(Follow.id), col(Follow.created_at), User).join(User, col(User.id) == theirs).where(mine == user_id)
     )
-    if before is not None:
-        query = query.where(col(Follow.id) < before)
+    if request.backward:
+        query = query.where(col(Follow.id) > (cursor_id or 0)).order_by(col(Follow.id))
+    else:
+        if cursor_id is not None:
+            query = query.where(col(Follow.id) < cursor_id)
+        query = query.order_by(col(Follow.id).desc())
     async with context.db.use() as session:
-        rows = (await session.execute(query.order_by(col(Follow.id).desc()).limit(limit + 1))).all()
+        rows = [tuple(row) for row in (await session.execute(query.limit(request.size + 1))).all()]
     users = context.loader(UserByIdLoader)
     for _, _, user in rows:
         users.prime(user.id, user)
-    return Page(
-        items=[
-            (encode_id_cursor(context.settings.secret_key, cursor_kind, follow_id), (user, followed_at))
-            for follow_id, followed_at, user in rows[:limit]
-        ],
-        has_next_page=len(rows) > limit,
-    )
+    page = keyset_page(request, rows, lambda row: encode_id_cursor(secret, cursor_kind, row[0]))
+    return page.map(lambda row: (row[2], row[1]))

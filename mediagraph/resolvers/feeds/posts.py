@@ -10,14 +10,21 @@ from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_id_cursor, encode_id_cursor
 from mediagraph.dataloaders.feeds import PostByIdLoader
-from mediagraph.db.feeds import POST_MAX_CHARACTERS, FeedEventKind, Post, older_author_posts, recent_posts
+from mediagraph.db.feeds import (
+    POST_MAX_CHARACTERS,
+    FeedEventKind,
+    Post,
+    newer_author_posts,
+    older_author_posts,
+    recent_posts,
+)
 from mediagraph.errors import Forbidden, NotFound
 from mediagraph.ids import snowflake_time
 from mediagraph.keys.feeds import COMPLETE, Entry, FeedCache, author_feed
 from mediagraph.resolvers.feeds import events as feed_events
 from mediagraph.resolvers.feeds.timelines import read_posts
 from mediagraph.resolvers.media import require_media
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 
 AUTHOR_CURSOR = "posts:author"
 
@@ -111,12 +118,17 @@ class AuthorTimeline:
         return posts
 
 
-async def author_posts(context: Context, *, author_id: int, first: int | None, after: str | None) -> Page[Post]:
-    """An author's posts, newest first."""
-    limit = page_size(first, context.settings.max_page_size)
-    before = decode_id_cursor(context.settings.secret_key, AUTHOR_CURSOR, after)
-    posts = await read_posts(AuthorTimeline(context, author_id), before=before, want=limit + 1)
-    return Page(
-        items=[(encode_id_cursor(context.settings.secret_key, AUTHOR_CURSOR, post.id), post) for post in posts[:limit]],
-        has_next_page=len(posts) > limit,
-    )
+async def author_posts(context: Context, *, author_id: int, request: PageRequest) -> Page[Post]:
+    """An author's posts, newest first; backward pages come from PostgreSQL."""
+    secret = context.settings.secret_key
+    argument = "before" if request.backward else "after"
+    cursor_id = decode_id_cursor(secret, AUTHOR_CURSOR, request.cursor, argument=argument)
+    if request.backward:
+        async with context.db.use() as session:
+            posts = await newer_author_posts(session, author_id, after=cursor_id or 0, limit=request.size + 1)
+        loader = context.loader(PostByIdLoader)
+        for post in posts:
+            loader.prime(post.id, post)
+    else:
+        posts = await read_posts(AuthorTimeline(context, author_id), before=cursor_id, want=request.size + 1)
+    return keyset_page(request, posts, lambda post: encode_id_cursor(secret, AUTHOR_CURSOR, post.id))

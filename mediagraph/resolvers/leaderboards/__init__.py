@@ -26,7 +26,7 @@ from mediagraph.resolvers.leaderboards.live import EntryState, TopState, Watch, 
 from mediagraph.resolvers.leaderboards.periods import current_window, parse_window, window_of_code
 from mediagraph.resolvers.leaderboards.repairs import repairs
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, page_size
 from mediagraph.services import Services
 
 MAX_RADIUS = 50
@@ -137,26 +137,37 @@ def _top_kind(board: Board) -> str:
     return f"leaderboard:{board.definition.id}:{board.window.key}"
 
 
-def _after(context: Context, board: Board, after: str) -> tuple[int, tuple[str, int, float]]:
-    values = decode_cursor(context.settings.secret_key, _top_kind(board), after)
+def _anchor(context: Context, board: Board, cursor: str, argument: str) -> tuple[int, tuple[str, int, float]]:
+    values = decode_cursor(context.settings.secret_key, _top_kind(board), cursor)
     match values:
         case [int(position), str(member), int(partition), int() | float() as stored]:
-            return position + 1, (member, partition, float(stored))
-    raise BadUserInput("The cursor is invalid; start again without `after`.")
+            return position, (member, partition, float(stored))
+    raise BadUserInput(f"The cursor is invalid; start again without `{argument}`.", argument=argument)
 
 
-async def top(context: Context, board: Board, *, first: int | None, after: str | None) -> tuple[Page[RankedEntry], int]:
-    """Entries in rank order. A page resumes right after its last entry while that entry keeps its
-    score, and at the same position otherwise (entries moving meanwhile may then repeat or be missed)."""
-    limit = page_size(first, context.settings.max_page_size)
-    start, anchor = _after(context, board, after) if after is not None else (0, None)
+async def top(context: Context, board: Board, *, request: PageRequest) -> tuple[Page[RankedEntry], int]:
+    """Entries in rank order, both ways. A page resumes next to its cursor's entry while that entry keeps
+    its score, and at the cursor's position otherwise (entries moving meanwhile may then repeat or be missed)."""
+    anchor: tuple[str, int, float] | None = None
+    if request.cursor is None:
+        # Forward from the top; backward from the bottom.
+        start = -1 if request.backward else 0
+    else:
+        position, anchor = _anchor(context, board, request.cursor, "before" if request.backward else "after")
+        start = position if request.backward else position + 1
     redis = context.services.redis
     found = await store.loaded(
-        context.services, board, lambda: store.read_range(redis, board, start=start, count=limit, after=anchor)
+        context.services,
+        board,
+        lambda: store.read_range(
+            redis, board, start=start, count=request.size, after=anchor, backward=request.backward
+        ),
     )
+    after_last = found.start + len(found.entries)
     page = Page(
         items=[(_top_cursor(context, board, entry), entry) for entry in found.entries],
-        has_next_page=found.start + len(found.entries) < found.total,
+        has_next_page=after_last < found.total,
+        has_previous_page=found.start > 0,
     )
     return page, found.total
 

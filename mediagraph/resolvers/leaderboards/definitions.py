@@ -15,7 +15,7 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.leaderboards import LeaderboardByIdLoader, LeaderboardByNameLoader, remember
 from mediagraph.db.leaderboards import MAX_EXACT_SCORE, Leaderboard, Period, ScoreOperator, SortOrder
 from mediagraph.errors import BadUserInput, Conflict, NotFound
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 MAX_PARTITIONS = 32
@@ -123,17 +123,18 @@ def _camel(field: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-async def leaderboards(context: Context, *, first: int | None, after: str | None) -> Page[Leaderboard]:
-    limit = page_size(first, context.settings.max_page_size)
-    query = select(Leaderboard).order_by(col(Leaderboard.name)).limit(limit + 1)
-    if after is not None:
-        values = decode_cursor(context.settings.secret_key, "leaderboards", after)
+async def leaderboards(context: Context, *, request: PageRequest) -> Page[Leaderboard]:
+    """Definitions by name, both ways."""
+    secret = context.settings.secret_key
+    query = select(Leaderboard)
+    if request.cursor is not None:
+        argument = "before" if request.backward else "after"
+        values = decode_cursor(secret, "leaderboards", request.cursor)
         if len(values) != 1 or not isinstance(values[0], str):
-            raise BadUserInput("The cursor is invalid; start again without `after`.")
-        query = query.where(col(Leaderboard.name) > values[0])
+            raise BadUserInput(f"The cursor is invalid; start again without `{argument}`.", argument=argument)
+        name = col(Leaderboard.name)
+        query = query.where(name < values[0] if request.backward else name > values[0])
+    order = col(Leaderboard.name).desc() if request.backward else col(Leaderboard.name)
     async with context.db.use() as session:
-        rows = list((await session.execute(query)).scalars())
-    return Page(
-        items=[(encode_cursor(context.settings.secret_key, "leaderboards", [row.name]), row) for row in rows[:limit]],
-        has_next_page=len(rows) > limit,
-    )
+        rows = list((await session.execute(query.order_by(order).limit(request.size + 1))).scalars())
+    return keyset_page(request, rows, lambda row: encode_cursor(secret, "leaderboards", [row.name]))

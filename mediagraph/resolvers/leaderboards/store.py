@@ -157,10 +157,18 @@ async def apply(services: Services, board: Board, records: Sequence[ScoreRecord]
 
 
 async def read_range(
-    redis: Redis, board: Board, *, start: int, count: int, after: tuple[str, int, float] | None = None
+    redis: Redis,
+    board: Board,
+    *,
+    start: int,
+    count: int,
+    after: tuple[str, int, float] | None = None,
+    backward: bool = False,
 ) -> Slice:
+    """`count` entries from position `start` on (or right after the `after` anchor while it keeps its
+    score); `backward`, the `count` entries just above that position or anchor (`start` -1: the end)."""
     member, partition, stored = after if after is not None else ("", 0, 0.0)
-    args = [start, count, member, partition, repr(stored)]
+    args = [start, count, member, partition, repr(stored), "before" if backward else "after"]
     return slice_of(board, await range_script.run(redis, board.keys.script_keys, args))
 
 

@@ -19,11 +19,11 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import store as comment_store
-from mediagraph.db.media import ALL_MEDIA, Bookmark, Media, owned_by, with_tags
+from mediagraph.db.media import ALL_MEDIA, Bookmark, Media, newer_media, owned_by, with_tags
 from mediagraph.db.rows import Where
 from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.keys.media import media_uploaded_channel
-from mediagraph.resolvers.pagination import Page, page_size
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
 from mediagraph.subscriptions.media import uploads
 
@@ -60,20 +60,19 @@ async def require_media(context: Context, media_id: int) -> Media:
     return media
 
 
-async def _newest_page(
-    context: Context, where: Where, *, first: int | None, after: str | None, kind: str
-) -> Page[Media]:
-    limit = page_size(first, context.settings.max_page_size)
-    before_id = _after(context, kind, after)
+async def _newest_page(context: Context, where: Where, *, request: PageRequest, kind: str) -> Page[Media]:
+    cursor_id = _after(context, kind, request.cursor)
     reads = context.services.databases.main_reads
-    rows = media_rows.all(await reads.fetch_newest_page(ALL_MEDIA, where, before=before_id, limit=limit + 1))
+    if request.backward:
+        # Rarely asked (a client scrolling back up): a plain statement, not merged with others.
+        records = await reads.fetch(newer_media(where), cursor_id or 0, request.size + 1, *where.args)
+    else:
+        records = await reads.fetch_newest_page(ALL_MEDIA, where, before=cursor_id, limit=request.size + 1)
+    rows = media_rows.all(records)
     loader = context.loader(MediaByIdLoader)
     for row in rows:
         loader.prime(row.id, row)
-    return Page(
-        items=[(_cursor(context, kind, row.id), row) for row in rows[:limit]],
-        has_next_page=len(rows) > limit,
-    )
+    return keyset_page(request, rows, lambda row: _cursor(context, kind, row.id))
 
 
 def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
@@ -86,16 +85,14 @@ def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
 
 
 async def media_list(
-    context: Context, *, tags: list[str] | None, tag_match: TagMatch, first: int | None, after: str | None
+    context: Context, *, tags: list[str] | None, tag_match: TagMatch, request: PageRequest
 ) -> Page[Media]:
     where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
-    return await _newest_page(context, where, first=first, after=after, kind="media:newest")
+    return await _newest_page(context, where, request=request, kind="media:newest")
 
 
-async def media_by_owner(context: Context, *, owner_id: int, first: int | None, after: str | None) -> Page[Media]:
-    return await _newest_page(
-        context, owned_by(owner_id), first=first, after=after, kind="media:owner"
-    )
+async def media_by_owner(context: Context, *, owner_id: int, request: PageRequest) -> Page[Media]:
+    return await _newest_page(context, owned_by(owner_id), request=request, kind="media:owner")
 
 
 async def upload_media(
@@ -227,26 +224,26 @@ async def unbookmark(context: Context, *, media_id: int) -> Media:
     return media
 
 
-async def bookmarks(context: Context, *, user_id: int, first: int | None, after: str | None) -> Page[Media]:
+async def bookmarks(context: Context, *, user_id: int, request: PageRequest) -> Page[Media]:
     viewer = await context.require_viewer()
     if viewer.id != user_id:
         raise Forbidden("Bookmarks are private.")
-    limit = page_size(first, context.settings.max_page_size)
-    before_id = _after(context, "bookmarks", after)
+    cursor_id = _after(context, "bookmarks", request.cursor)
     query = (
         select(col(Bookmark.id), Media)
         .join(Media, col(Media.id) == col(Bookmark.media_id))
         .where(col(Bookmark.user_id) == user_id)
     )
-    if before_id is not None:
-        query = query.where(col(Bookmark.id) < before_id)
-    query = query.order_by(col(Bookmark.id).desc()).limit(limit + 1)
+    if request.backward:
+        query = query.where(col(Bookmark.id) > (cursor_id or 0)).order_by(col(Bookmark.id))
+    else:
+        if cursor_id is not None:
+            query = query.where(col(Bookmark.id) < cursor_id)
+        query = query.order_by(col(Bookmark.id).desc())
     async with context.db.use() as session:
-        rows = list((await session.execute(query)).all())
-    return Page(
-        items=[(_cursor(context, "bookmarks", bookmark_id), media) for bookmark_id, media in rows[:limit]],
-        has_next_page=len(rows) > limit,
-    )
+        rows = [(bookmark_id, media) for bookmark_id, media in await session.execute(query.limit(request.size + 1))]
+    page = keyset_page(request, rows, lambda row: _cursor(context, "bookmarks", row[0]))
+    return page.map(lambda row: row[1])
 
 
 async def content_response(context: Context, *, media_id: int, request: Any) -> Any:

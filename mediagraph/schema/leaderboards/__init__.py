@@ -16,7 +16,7 @@ from mediagraph.resolvers.leaderboards import Accepted, definitions
 from mediagraph.resolvers.leaderboards.periods import window_code
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
 from mediagraph.resolvers.pagination import Page
-from mediagraph.schema.relay import Edge, Node, PageInfo, register_node
+from mediagraph.schema.relay import Edge, Node, PageInfo, register_node, requested
 from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
@@ -98,7 +98,7 @@ class LeaderboardEntryConnection:
     def from_page(cls, board: Board, page: Page[RankedEntry], total: int) -> LeaderboardEntryConnection:
         return cls(
             edges=[Edge(cursor=cursor, node=LeaderboardEntry.of(board, entry)) for cursor, entry in page.items],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
             total_count=total,
         )
 
@@ -178,9 +178,15 @@ class Leaderboard(Node):
 
     @strawberry.field(description="Entries in rank order.")
     async def top(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> LeaderboardEntryConnection:
-        page, total = await resolvers.top(info.context, self.board, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page, total = await resolvers.top(info.context, self.board, request=request)
         return LeaderboardEntryConnection.from_page(self.board, page, total)
 
     @strawberry.field(description="The user's rank and score; null when the user has no score here.")
@@ -260,12 +266,18 @@ class LeaderboardDefinitionConnection:
 class LeaderboardQueries:
     @strawberry.field(description="Leaderboard definitions, by name.")
     async def leaderboards(
-        self, info: Info[Context, None], first: int | None = None, after: str | None = None
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> LeaderboardDefinitionConnection:
-        page = await definitions.leaderboards(info.context, first=first, after=after)
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await definitions.leaderboards(info.context, request=request)
         return LeaderboardDefinitionConnection(
             edges=[Edge(cursor=cursor, node=LeaderboardDefinition.from_row(row)) for cursor, row in page.items],
-            page_info=PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor),
+            page_info=PageInfo.of(page),
         )
 
     @strawberry.field(
