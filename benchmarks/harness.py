@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import statistics
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from mediagraph.embedded import resolve_endpoints
 from mediagraph.services import Services
 from mediagraph.settings import Settings, get_settings
 
-console = Console()
+# Piped output (a log, a script reading the ratio table) gets rows wide enough not to wrap.
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 WORK_DIR = Path(__file__).parent / ".work"
 

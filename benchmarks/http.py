@@ -331,8 +331,8 @@ def _report(
             ["workload", "throughput", "p99 latency"],
             ratios,
         )
-    if reads and len(targets) < 2:
-        console.print("No peer was measured, so there are no ratios.")
+    if reads and len(targets) < 2 and (options.postgraphile or options.peers):
+        console.print("No peer could be measured, so there are no ratios.")
     if writes:
         by_id = _median(results[(BY_ID.key, MEDIAGRAPH_NAME)])
         write_rows = []

@@ -181,10 +181,14 @@ def http(
         raise typer.BadParameter(
             f"unknown peer(s) {', '.join(unknown_peers)}; choose from {', '.join(benchmark.PEERS)}"
         )
+    keys = [key.strip() for key in only.split(",") if key.strip()] if only else None
     try:
-        workloads = select([key.strip() for key in only.split(",") if key.strip()] if only else None)
+        workloads = select(keys)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--only") from None
+    if keys and all(workload.write for workload in select(keys) if workload.key in keys):
+        # Writes are measured on mediagraph alone: no peer needs starting for their yardstick.
+        postgraphile, peer = False, []
     if processes is None:
         processes = recommended_processes(get_settings().database_url or "postgresql://localhost/")
     benchmark.run(
