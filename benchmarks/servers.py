@@ -55,6 +55,8 @@ def settings_environment(settings: Settings) -> dict[str, str]:
     """The environment under which a child `mediagraph` process reads exactly these settings."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
     for name, value in settings.model_dump().items():
+        if value is None:
+            continue  # unset (an optional setting's default)
         if isinstance(value, list):
             text = ",".join(str(item) for item in value)
         elif isinstance(value, bool):
@@ -102,14 +104,41 @@ def mediagraph_server(settings: Settings, *, serve_options: list[str], log: Path
 
 
 @contextlib.contextmanager
-def mediagraph_process(settings: Settings, *, serve_options: list[str], log: Path) -> Iterator[RunningServer]:
-    """`mediagraph serve` as `mediagraph_server` starts it, with its process id (for a profiler)."""
+def mediagraph_process(
+    settings: Settings,
+    *,
+    serve_options: list[str],
+    log: Path,
+    python: str | None = None,
+    environment: dict[str, str] | None = None,
+) -> Iterator[RunningServer]:
+    """`mediagraph serve` as `mediagraph_server` starts it, with its process id (for a profiler).
+
+    `python` runs it from another environment; `environment` replaces the inherited
+    variables (the settings' MEDIAGRAPH_* are set over them either way).
+    """
     port = free_port()
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = settings_environment(settings)
+    if environment is not None:
+        env = {
+            **{k: v for k, v in environment.items() if not k.startswith("MEDIAGRAPH_")},
+            **{k: v for k, v in env.items() if k.startswith("MEDIAGRAPH_")},
+        }
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port), *serve_options],
-            env=settings_environment(settings),
+            [
+                python or sys.executable,
+                "-m",
+                "mediagraph",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *serve_options,
+            ],
+            env=env,
             stdout=output,
             stderr=subprocess.STDOUT,
         )

@@ -1,17 +1,56 @@
-"""Redis clients whose pool waits for a free connection instead of failing.
+"""Redis clients whose pool waits for a free connection instead of failing, and whose failures are counted.
 
 redis-py's default pool raises `MaxConnectionsError` the moment a burst needs more
 connections than its limit (100): under load some requests failed that a few
 milliseconds of waiting would have served. A blocking pool queues them; a request
 that still finds none within `POOL_WAIT_SECONDS` fails as Redis being unavailable.
+
+Commands and pipelines that cannot reach Redis (refused, reset, timed out, no pooled
+connection in time) count into `mediagraph_redis_errors_total`; error replies
+(NOSCRIPT, BUSYGROUP, …) are answers the callers handle, and are not counted.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from mediagraph.observability import metrics
 
 POOL_WAIT_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = 5
+
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def _count(error: BaseException) -> None:
+    timed_out = isinstance(error, RedisTimeoutError | TimeoutError)
+    metrics.count_redis_error("timeout" if timed_out else "connection")
+
+
+class CountingPipeline(Pipeline):
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            return await super().execute(raise_on_error)
+        except UNREACHABLE as error:
+            _count(error)
+            raise
+
+
+class CountingRedis(Redis):
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except UNREACHABLE as error:
+            _count(error)
+            raise
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> CountingPipeline:
+        return CountingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
 
 def redis_client(url: str, *, max_connections: int) -> Redis:
@@ -22,4 +61,12 @@ def redis_client(url: str, *, max_connections: int) -> Redis:
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
     )
-    return Redis(connection_pool=pool)
+    return CountingRedis(connection_pool=pool)
+
+
+def pool_usage(client: Redis) -> tuple[int, int]:
+    """Connections (in use, idle) of a client's pool."""
+    pool = client.connection_pool
+    in_use = getattr(pool, "_in_use_connections", ())
+    idle = getattr(pool, "_available_connections", ())
+    return len(in_use), len(idle)

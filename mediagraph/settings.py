@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -141,6 +141,20 @@ class Settings(BaseSettings):
     read_pool_size: int = 3
     # Redis connections per process; a burst beyond them waits for one (redis_pool.py).
     redis_max_connections: int = Field(default=100, ge=1)
+
+    # Operating (README "Operating"). /metrics: only on `metrics_port` when set, else only to
+    # `Authorization: Bearer <metrics_token>` when set, else open in development and off in production.
+    metrics_token: str = ""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # Distinct operation names per process kept as metric labels; later ones count as `other`.
+    metrics_operation_names: int = Field(default=200, ge=1)
+    # How often pool usage and worker lags are measured for /metrics.
+    metrics_sample_seconds: float = Field(default=5.0, gt=0)
+    # `text` (readable) or `json` (one object per line, with the request id).
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
+    # Operations taking at least this long are logged with their request id; 0 logs every one.
+    log_slow_operation_seconds: float = Field(default=1.0, ge=0)
 
     @field_validator("shard_urls", mode="before")
     @classmethod

@@ -263,7 +263,9 @@ async def test_health_endpoints(http):
     assert (await http.get("/healthz")).json() == {"status": "ok"}
     ready = (await http.get("/readyz")).json()
     assert ready["ready"] is True
-    assert ready["checks"]["shards"] == [True, True]
+    assert ready["reasons"] == []
+    assert ready["checks"]["postgres"] == {"ok": True}
+    assert ready["checks"]["shards"] == [{"ok": True, "shard": 0}, {"ok": True, "shard": 1}]
 
 
 CONTENT_URL = "query($id: ID!) { media(id: $id) { contentUrl } }"

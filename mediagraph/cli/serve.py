@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
@@ -57,8 +58,17 @@ def serve(
 
             load_demo(settings, users=DEMO_USERS, media=120)
         settings = settings.model_copy(update={"run_workers": workers})
-        options = ServerOptions(host=host, port=port, loop=loop.value, http=http.value)
-        console.print(f"[bold]mediagraph[/] at http://{host}:{port}/graphql ({processes} process(es))")
+        if settings.metrics_port == port:
+            raise typer.BadParameter("MEDIAGRAPH_METRICS_PORT must differ from --port")
+        options = ServerOptions(
+            host=host, port=port, loop=loop.value, http=http.value, metrics_port=settings.metrics_port
+        )
+        banner = f"mediagraph at http://{host}:{port}/graphql ({processes} process(es))"
+        if settings.log_format == "json":
+            # Every line of a JSON log must parse.
+            logging.getLogger("mediagraph").info(banner)
+        else:
+            console.print(f"[bold]{banner}[/]")
         beside = _start_traffic(settings, host, port, traffic_rate) if traffic else None
         try:
             if processes == 1:

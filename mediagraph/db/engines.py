@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from dataclasses import dataclass
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -13,6 +16,7 @@ from sqlalchemy.ext.asyncio import (
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.reads import ReadPool
 from mediagraph.db.shards.router import ShardRouter
+from mediagraph.observability import metrics
 from mediagraph.settings import Settings
 
 
@@ -22,8 +26,17 @@ async def ping(engine: AsyncEngine) -> None:
         await connection.execute(text("SELECT 1"))
 
 
-def make_engine(url: str, settings: Settings) -> AsyncEngine:
-    return create_async_engine(
+@dataclass(frozen=True)
+class PoolUsage:
+    database: str
+    pool: str
+    in_use: int
+    idle: int
+
+
+def make_engine(url: str, settings: Settings, *, name: str = "main") -> AsyncEngine:
+    """An engine for one database; `name` (main, shard-N) labels its errors in the metrics."""
+    engine = create_async_engine(
         url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
@@ -32,11 +45,28 @@ def make_engine(url: str, settings: Settings) -> AsyncEngine:
         connect_args={"timeout": 5, "command_timeout": 30},
     )
 
+    def count_error(context: ExceptionContext) -> None:
+        metrics.count_postgres_error(name, context.original_exception, disconnect=context.is_disconnect)
+
+    event.listen(engine.sync_engine, "handle_error", count_error)
+    return engine
+
+
+def _engine_usage(database: str, engine: AsyncEngine) -> PoolUsage:
+    pool = engine.pool
+    checked_out = getattr(pool, "checkedout", None)
+    checked_in = getattr(pool, "checkedin", None)
+    return PoolUsage(
+        database, "orm", int(checked_out()) if checked_out else 0, int(checked_in()) if checked_in else 0
+    )
+
 
 class Databases:
     def __init__(self, endpoints: Endpoints, settings: Settings) -> None:
         self.main = make_engine(endpoints.database_url, settings)
-        self.shards = [make_engine(url, settings) for url in endpoints.shard_urls]
+        self.shards = [
+            make_engine(url, settings, name=f"shard-{number}") for number, url in enumerate(endpoints.shard_urls)
+        ]
         self.main_sessions = async_sessionmaker(self.main, expire_on_commit=False)
         self.shard_sessions = [async_sessionmaker(engine, expire_on_commit=False) for engine in self.shards]
         self.router = ShardRouter(settings.logical_shards, len(self.shards))
@@ -51,6 +81,15 @@ class Databases:
 
     async def start(self) -> None:
         await self.reload_router()
+
+    def pool_usage(self) -> list[PoolUsage]:
+        """Connections in use and idle in every pool of this process, for the metrics."""
+        in_use, idle = self.main_reads.usage()
+        return [
+            _engine_usage("main", self.main),
+            PoolUsage("main", "reads", in_use, idle),
+            *(_engine_usage(f"shard-{number}", engine) for number, engine in enumerate(self.shards)),
+        ]
 
     async def reload_router(self) -> None:
         async with self.main_session() as session:

@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 from mediagraph.db.hot_rows import HotRows
 from mediagraph.db.rows import Where
 from mediagraph.ids import MAX_ID
+from mediagraph.observability import metrics
 from mediagraph.settings import Settings
 
 WantedT = TypeVar("WantedT")
@@ -69,10 +70,25 @@ class ReadPool:
         async with self._turns:
             try:
                 rows: list[asyncpg.Record] = await self._pool.fetch(sql, *args)
-            except CONNECTION_LOST:
+            except CONNECTION_LOST as lost:
+                metrics.count_postgres_error("main", lost, disconnect=True)
                 # A read is safe to repeat; the pool replaces the dead connection.
-                rows = await self._pool.fetch(sql, *args)
+                try:
+                    rows = await self._pool.fetch(sql, *args)
+                except Exception as error:
+                    metrics.count_postgres_error("main", error, disconnect=isinstance(error, CONNECTION_LOST))
+                    raise
+            except Exception as error:
+                metrics.count_postgres_error("main", error, disconnect=False)
+                raise
         return rows
+
+    def usage(self) -> tuple[int, int]:
+        """Connections (in use, idle) of the pool."""
+        if self._pool is None:
+            return 0, 0
+        idle = self._pool.get_idle_size()
+        return self._pool.get_size() - idle, idle
 
     async def fetch_keyed(self, sql: str, key: str, keys: Sequence[Hashable]) -> dict[Any, asyncpg.Record]:
         """Rows of `sql` (`... WHERE <key> = ANY($1)`) by key, merged with other requests' lookups."""

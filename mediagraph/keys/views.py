@@ -180,6 +180,15 @@ class ViewBuffer:
             pipe.zrem(self.batches_key(batch.bucket), str(batch.id))
             await pipe.execute()
 
+    async def backlog(self) -> int:
+        """Media with views waiting for a flusher, plus batches taken and not yet applied, over all buckets."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for bucket in range(self.buckets):
+                pipe.hlen(self.pending_key(bucket))
+                pipe.zcard(self.batches_key(bucket))
+            counts: list[int] = await pipe.execute()
+        return sum(int(count) for count in counts)
+
     async def in_flight(self, bucket: int) -> list[uuid.UUID]:
         members: list[Any] = await self.redis.zrange(self.batches_key(bucket), 0, -1)
         return [uuid.UUID(raw.decode()) for raw in members]

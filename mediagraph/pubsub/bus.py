@@ -19,6 +19,7 @@ import orjson
 from broadcaster import Broadcast, Event
 
 from mediagraph.keys import KeySpace
+from mediagraph.observability import metrics
 from mediagraph.pubsub.backend import ResilientRedisBackend
 
 # Events a subscriber may fall behind by before the oldest are dropped.
@@ -44,6 +45,8 @@ class Mailbox(asyncio.Queue["Event | None"]):
         if self.full():
             self.get_nowait()
             self.dropped += 1
+            # A mailbox of one keeps the newest state: the older one was superseded, not lost.
+            (metrics.PUSHES_COALESCED if self.maxsize == 1 else metrics.PUSHES_DROPPED).inc()
         super().put_nowait(item)
 
 

@@ -21,6 +21,7 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.schema.schema import validate_document
 from strawberry.types.graphql import OperationType
 
+from mediagraph.observability import metrics
 from mediagraph.serving.plans import OperationPlan, compile_operation
 from mediagraph.settings import Settings
 
@@ -99,6 +100,7 @@ class DocumentCache:
     def prepare(self, query: str) -> PreparedDocument:
         """The document for `query`, parsed and validated; raises GraphQLError on a syntax or token-limit error."""
         entry = self.cached(query)
+        metrics.count_document_cache(hit=entry is not None)
         if entry is not None:
             return entry
         document = parse(query, max_tokens=self.max_tokens)

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from mediagraph.observability import request_ids
 from mediagraph.services import Services
 from mediagraph.serving.bodies import JSON_BODY_LIMIT_BYTES, BodyTooLarge, header, read_json_body, too_large
 from mediagraph.serving.execution import OperationRunner
@@ -87,6 +88,9 @@ class GraphQLEndpoint:
             log.exception("GraphQL request failed")
             await _send(send, 500, TEXT_HEADERS, b"Internal Server Error")
             return
+        errors = result.get("errors")
+        if errors:
+            request_ids.tag_errors(errors)
         headers = [*JSON_HEADERS, *sub_response.headers.raw]
         await _send(send, sub_response.status_code or 200, headers, orjson.dumps(result))
 

@@ -8,6 +8,7 @@ text may come from the persisted-query store, and graphql-core executes directly
 from __future__ import annotations
 
 from collections.abc import Sequence
+from time import perf_counter
 from typing import Any
 
 from graphql import ExecutionResult, GraphQLError, execute
@@ -20,6 +21,7 @@ from strawberry.types.graphql import OperationType
 
 from mediagraph.context import Context
 from mediagraph.errors import BadUserInput, UserError
+from mediagraph.observability import metrics, tracing
 from mediagraph.schema.extensions import coded
 from mediagraph.services import Services
 from mediagraph.serving.documents import Operation, PreparedDocument
@@ -66,14 +68,37 @@ class OperationRunner:
         self, request: GraphQLRequest, *, method: str, http: Request, services: Services, sub_response: Response
     ) -> dict[str, Any]:
         """The response body; raises RequestRefused where Strawberry answers with a plain HTTP error."""
+        started = perf_counter()
+        if tracing.enabled():
+            with tracing.operation_span(http.scope["headers"]) as span:
+                body, operation = await self._run(request, method, http, services, sub_response)
+                span.finished(
+                    operation.type.value if operation else None,
+                    operation.name if operation else None,
+                    [(error.get("extensions") or {}).get("code") for error in body.get("errors") or ()],
+                )
+        else:
+            body, operation = await self._run(request, method, http, services, sub_response)
+        errors = body.get("errors")
+        if errors:
+            metrics.count_response_errors(errors)
+        if operation is not None:
+            self.schema.operations.finished(
+                operation.type.value, operation.name, perf_counter() - started, errors=len(errors) if errors else 0
+            )
+        return body
+
+    async def _run(
+        self, request: GraphQLRequest, method: str, http: Request, services: Services, sub_response: Response
+    ) -> tuple[dict[str, Any], Operation | None]:
         try:
             query, register_as = await self._query_text(services, request)
         except UserError as error:
-            return response_body(None, [GraphQLError(error.message, original_error=error)])
+            return response_body(None, [GraphQLError(error.message, original_error=error)]), None
         try:
             prepared = self.schema.documents.prepare(query)
         except GraphQLError as error:
-            return response_body(None, [error])
+            return response_body(None, [error]), None
         try:
             operation = prepared.operation(request.operation_name)
         except CannotGetOperationTypeError as error:
@@ -81,15 +106,16 @@ class OperationRunner:
         if operation.type not in ALLOWED_OPERATIONS[method]:
             raise RequestRefused(400, InvalidOperationTypeError(operation.type).as_http_error_reason(method))
         if prepared.errors:
-            return response_body(None, prepared.errors)
+            return response_body(None, prepared.errors), operation
         if register_as is not None:
             await self.persisted.register(services.redis, services.keys, register_as, query)
-        return await self._execute(prepared, operation, request, http, services, sub_response)
+        return await self._execute(prepared, operation, request, http, services, sub_response), operation
 
     def _start(
         self, prepared: PreparedDocument, operation: Operation, request: GraphQLRequest, context: Context
     ) -> Any:
         plan = prepared.plan(self.graphql_schema, operation) if self.plans else None
+        metrics.count_execution(planned=plan is not None)
         if plan is None:
             return execute(
                 self.graphql_schema,

@@ -23,7 +23,8 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.utils.aio import aclosing
 
 from mediagraph.context import Context
-from mediagraph.serving.sharing import Ending, StreamKey
+from mediagraph.observability import metrics
+from mediagraph.serving.sharing import Ending, StreamKey, subscription_field
 
 if TYPE_CHECKING:
     from mediagraph.serving.view import GraphQLApp
@@ -40,9 +41,11 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 
     async def handle(self) -> None:
         watchdog = asyncio.create_task(self._close_unless_initialised())
+        metrics.WEBSOCKETS.inc()
         try:
             await super().handle()
         finally:
+            metrics.WEBSOCKETS.dec()
             watchdog.cancel()
 
     async def _close_unless_initialised(self) -> None:
@@ -54,6 +57,10 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
     async def handle_async_results(
         self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
     ) -> None:
+        field = subscription_field(self.view.schema, query, operation_name)
+        active = metrics.SUBSCRIPTIONS.labels(field) if field is not None else None
+        if active is not None:
+            active.inc()
         try:
             key = self.view.shared_streams.key_for(self.schema, query, operation_name, variables)  # type: ignore[arg-type]
             if key is None:
@@ -67,6 +74,8 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
         except GONE:
             return
         finally:
+            if active is not None:
+                active.dec()
             self.tasks.pop(operation_id, None)
 
     async def _run_alone(
@@ -90,6 +99,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
                     return
                 first = False
                 await self.send_data_message(result, operation_id)
+                metrics.PUSHES_SENT.inc()
         await self.send_message(CompleteMessage(type="complete", id=operation_id))
 
     async def _follow_shared(self, key: StreamKey, operation_id: str) -> None:
@@ -98,6 +108,7 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 
         async def send_next(payload: str) -> None:
             await websocket.send_text(f"{prefix}{payload}}}")
+            metrics.PUSHES_SENT.inc()
 
         async def send_ending(ending: Ending) -> None:
             if ending.type == "complete":

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from mediagraph.errors import BadUserInput, PersistedQueryNotFound
 from mediagraph.keys import KeySpace
 from mediagraph.keys.persisted_queries import REGISTER_SCRIPT, persisted_query_order, persisted_query_texts
+from mediagraph.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class PersistedQueries:
         """The text registered under `digest`; PersistedQueryNotFound when no process registered it."""
         query = self._local.get(digest)
         if query is not None:
+            metrics.count_persisted_query(hit=True)
             self._local.move_to_end(digest)
             return query
         try:
@@ -80,6 +82,7 @@ class PersistedQueries:
         except (RedisError, OSError) as error:
             log.warning("persisted query lookup failed: %s", error)
             stored = None
+        metrics.count_persisted_query(hit=stored is not None)
         if stored is None:
             raise PersistedQueryNotFound("PersistedQueryNotFound")
         query = stored.decode() if isinstance(stored, bytes) else str(stored)

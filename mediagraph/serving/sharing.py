@@ -45,6 +45,8 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.graphql import OperationType
 from strawberry.utils.aio import aclosing
 
+from mediagraph.observability import metrics
+
 if TYPE_CHECKING:
     from mediagraph.context import Context
     from mediagraph.serving.schema import MediagraphSchema
@@ -95,8 +97,13 @@ class Subscriber:
         self.ready = asyncio.Event()
 
     def offer(self, payload: str) -> None:
-        if self.busy or self.failure is not None:
+        if self.failure is not None:
+            metrics.PUSHES_DROPPED.inc()
+            return
+        if self.busy:
             # Only the newest state is worth sending: it replaces one not sent yet.
+            if self.pending is not None:
+                metrics.PUSHES_COALESCED.inc()
             self.pending = payload
             return
         sending = self.send(payload)
@@ -339,3 +346,21 @@ def _next_payload(result: ExecutionResult) -> dict[str, Any]:
 
 def _error_ending(errors: list[GraphQLError]) -> Ending:
     return Ending("error", orjson.dumps([error.formatted for error in errors]).decode())
+
+
+def subscription_field(schema: MediagraphSchema, query: str, operation_name: str | None) -> str | None:
+    """The root field a valid subscription document selects (a label from the schema's own set); else None."""
+    try:
+        prepared = schema.documents.prepare(query)
+        operation = prepared.operation(operation_name)
+    except (GraphQLError, CannotGetOperationTypeError):
+        return None
+    if prepared.errors or operation.type is not OperationType.SUBSCRIPTION:
+        return None
+    for definition in prepared.document.definitions:
+        if isinstance(definition, OperationDefinitionNode) and (
+            operation.name is None or (definition.name is not None and definition.name.value == operation.name)
+        ):
+            first = definition.selection_set.selections[0]
+            return first.name.value if isinstance(first, FieldNode) else None
+    return None

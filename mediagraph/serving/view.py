@@ -19,12 +19,14 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
 )
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import Message
 
 from mediagraph.context import Context
 from mediagraph.errors import UserError
+from mediagraph.observability import metrics
 from mediagraph.serving.graphql_ws import LegacyWSHandler
 from mediagraph.serving.schema import MediagraphSchema
-from mediagraph.serving.sharing import Ending, SharedStreams
+from mediagraph.serving.sharing import Ending, SharedStreams, subscription_field
 from mediagraph.settings import Settings
 
 
@@ -33,7 +35,31 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
     view: GraphQLApp
 
+    async def handle(self) -> None:
+        metrics.WEBSOCKETS.inc()
+        try:
+            await super().handle()
+        finally:
+            metrics.WEBSOCKETS.dec()
+
+    async def send_message(self, message: Message) -> None:
+        if message["type"] == "next":
+            metrics.PUSHES_SENT.inc()
+        await super().send_message(message)
+
     async def run_operation(self, operation: Operation[Context, None]) -> None:
+        field = subscription_field(self.view.schema, operation.query, operation.operation_name)
+        if field is None:
+            await self._run_operation(operation)
+            return
+        active = metrics.SUBSCRIPTIONS.labels(field)
+        active.inc()
+        try:
+            await self._run_operation(operation)
+        finally:
+            active.dec()
+
+    async def _run_operation(self, operation: Operation[Context, None]) -> None:
         streams = self.view.shared_streams
         key = streams.key_for(self.view.schema, operation.query, operation.operation_name, operation.variables)
         if key is None:
@@ -43,8 +69,11 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
         prefix = f'{{"id":{orjson.dumps(operation.id).decode()},"type":"next","payload":'
 
         async def send_next(payload: str) -> None:
-            if not operation.completed:
-                await websocket.send_text(f"{prefix}{payload}}}")
+            if operation.completed:
+                metrics.PUSHES_DROPPED.inc()
+                return
+            await websocket.send_text(f"{prefix}{payload}}}")
+            metrics.PUSHES_SENT.inc()
 
         async def send_ending(ending: Ending) -> None:
             if ending.type == "complete":

@@ -41,6 +41,8 @@ from mediagraph.keys.feeds import (
     newsfeed,
     newsfeed_channel,
 )
+from mediagraph.observability.metrics import Lag
+from mediagraph.pubsub.streams import group_backlog
 from mediagraph.resolvers.feeds import events as feed_events
 from mediagraph.resolvers.feeds.events import REDIS_ERRORS, FanoutKind, FanoutMessage, fanout_payload
 from mediagraph.services import Services
@@ -249,6 +251,16 @@ async def _handle_claimed(
         await _settle(services, message_id, fields, failure, deliveries)
         return
     await handle(services, message_id, fields)
+
+
+async def lag(services: Services) -> list[Lag]:
+    """Fan-out messages not yet delivered (waiting or pending), and those given up on (dead letters)."""
+    backlog = await group_backlog(services.redis, fanout_stream(services.keys), FANOUT_GROUP)
+    dead = await services.redis.xlen(fanout_dead_letters(services.keys))
+    return [
+        Lag(NAME, "stream", entries=backlog.entries, seconds=backlog.oldest_seconds),
+        Lag(NAME, "dead_letters", entries=int(dead)),
+    ]
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

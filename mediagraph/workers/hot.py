@@ -24,6 +24,8 @@ from mediagraph.events import EngagementEvent
 from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
 from mediagraph.keys.hot.lua import APPLY
+from mediagraph.observability.metrics import Lag
+from mediagraph.pubsub.streams import group_backlog
 from mediagraph.resolvers.hot.days import (
     WEIGHTS,
     finalize_day,
@@ -68,6 +70,12 @@ async def run(services: Services, stop: asyncio.Event) -> None:
             await open_live_days(services)
             next_finalize = loop.time() + DAY_CHECK_SECONDS
         await consume(services, consumer=consumer, block_ms=BLOCK_MS)
+
+
+async def lag(services: Services) -> list[Lag]:
+    """Engagement events the hot scores have not taken in yet."""
+    backlog = await group_backlog(services.redis, engagement_stream(services.keys), GROUP)
+    return [Lag(NAME, "engagement", entries=backlog.entries, seconds=backlog.oldest_seconds)]
 
 
 async def open_live_days(services: Services, *, now: datetime | None = None) -> list[date]:

@@ -39,6 +39,7 @@ from mediagraph.keys.playback import (
     watched_key,
 )
 from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts, RawCounter, value_of
+from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
 
 NAME = "playback"
@@ -83,6 +84,17 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         if remaining == 0:
             await _leave_index(services, channel_id)
     return len(visiting)
+
+
+async def lag(services: Services) -> list[Lag]:
+    """Channels waiting to be rolled up into PostgreSQL, and how long the first of them has waited."""
+    index = dirty_index_key(services.keys)
+    async with services.redis.pipeline(transaction=False) as pipe:
+        pipe.zcard(index)
+        pipe.zrange(index, 0, 0, withscores=True)
+        waiting, oldest = await pipe.execute()
+    seconds = max(0.0, (to_ms(services.clock()) - float(oldest[0][1])) / 1000) if oldest else 0.0
+    return [Lag(NAME, "rollup", entries=int(waiting), seconds=seconds)]
 
 
 async def _leave_index(services: Services, channel_id: int) -> None:

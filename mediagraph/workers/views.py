@@ -26,6 +26,7 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.views import MediaViewBatch, store
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.views import Batch
+from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
 from mediagraph.subscriptions.views import announce
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 SYNC_CHUNK = 10_000
 BATCH_CLEANUP_SECONDS = 60.0
+# Unsynced changes counted for the metrics at most; a backlog this deep is alarming at any size.
+LAG_COUNT_LIMIT = 1_000_000
 # Applied-batch ids are kept long past any lease, so a batch reclaimed late still applies once.
 APPLIED_BATCH_RETENTION = timedelta(days=7)
 
@@ -107,6 +110,14 @@ async def forget_old_batches(services: Services) -> None:
     """Forget applied-batch ids long past any lease (pagination sessions expire in Redis by themselves)."""
     async with services.databases.main_session() as session, session.begin():
         await store.forget_applied_batches(session, before=utcnow() - APPLIED_BATCH_RETENTION)
+
+
+async def lag(services: Services) -> list[Lag]:
+    """Views waiting to be flushed (Redis), and count changes waiting to be synced (PostgreSQL)."""
+    waiting = await view_buffer(services).backlog()
+    async with services.databases.main_session() as session:
+        unsynced = await store.count_changes_waiting(session, limit=LAG_COUNT_LIMIT)
+    return [Lag(NAME, "flush", entries=waiting), Lag(NAME, "sync", entries=unsynced)]
 
 
 async def _every(name: str, seconds: float, step: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:

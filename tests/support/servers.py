@@ -59,7 +59,7 @@ class LiveServers:
         env.update(overrides)
         return env
 
-    def start(self, *args: str, **env: str) -> str:
+    def start(self, *args: str, ready_within: float = 60, **env: str) -> str:
         """Start `mediagraph serve` and return its base URL once it is ready."""
         port = free_port()
         log = self.folder / f"server-{port}.log"
@@ -72,7 +72,7 @@ class LiveServers:
         process.log = log  # type: ignore[attr-defined]
         self.processes.append(process)
         base = f"http://127.0.0.1:{port}"
-        wait_ready(base, process)
+        wait_ready(base, process, timeout=ready_within)
         return base
 
     def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:

@@ -56,6 +56,8 @@ WITH taken AS (
 SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM stamped)
 """)
 
+COUNT_CHANGES_WAITING = text("SELECT count(*) FROM (SELECT 1 FROM media_count_changes LIMIT :limit) AS waiting")
+
 DURABLE_COUNTS = text(
     "SELECT i.media_id, coalesce(c.view_count, 0), "
     "(SELECT array_agg(b.id) FROM media_view_batches b WHERE b.id = ANY(CAST(:batches AS uuid[]))) "
@@ -83,6 +85,12 @@ async def sync_count_changes(session: AsyncSession, *, chunk: int) -> int:
     if stamped:
         await session.execute(text("UPDATE media_sort_generation SET generation = :g WHERE id = 1"), {"g": following})
     return int(taken)
+
+
+async def count_changes_waiting(session: AsyncSession, *, limit: int) -> int:
+    """Count changes not yet synced into the sort columns, up to `limit` (counting more only costs)."""
+    waiting = await session.scalar(COUNT_CHANGES_WAITING, {"limit": limit})
+    return int(waiting or 0)
 
 
 async def forget_applied_batches(session: AsyncSession, *, before: datetime) -> None:

@@ -21,8 +21,15 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.comments import CommentTombstone
 from mediagraph.db.shards.residency import read_shard
 from mediagraph.errors import ServiceUnavailable
+from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
-from mediagraph.workers.nicknames.replay import prune_logs, repair_unconfirmed, replay_shard
+from mediagraph.workers.nicknames.replay import (
+    prune_logs,
+    queue_heads,
+    repair_unconfirmed,
+    replay_shard,
+    shard_offsets,
+)
 
 NAME = "nicknames"
 MAINTENANCE_EVERY_SECONDS = 30.0
@@ -43,6 +50,20 @@ async def replay_all(services: Services) -> None:
             log.info("shard %s was too far behind and was resynced from the users table", physical)
 
     await asyncio.gather(*(one(physical) for physical in range(len(services.databases.shards))))
+
+
+async def lag(services: Services) -> list[Lag]:
+    """Per queue, the logs the furthest-behind shard has still to apply (shards that are down left out)."""
+    heads = await queue_heads(services)
+    behind = dict.fromkeys(heads, 0)
+    for physical in range(len(services.databases.shards)):
+        try:
+            offsets = await shard_offsets(services, physical)
+        except ServiceUnavailable:
+            continue
+        for queue, head in heads.items():
+            behind[queue] = max(behind[queue], head - offsets.get(queue, 0))
+    return [Lag(NAME, str(queue), entries=count) for queue, count in sorted(behind.items())]
 
 
 async def maintain(services: Services) -> None:
