@@ -324,3 +324,19 @@ async def test_deleting_the_media_deletes_its_comments(http, gql, services, auth
     await add_comment(gql, token=token, media_id=media["id"])
     await gql.ok("mutation($id: ID!) { deleteMedia(id: $id) { id } }", {"id": media["id"]}, token=token)
     assert await stored_comments(services, raw_media_id(media["id"])) == []
+
+
+CREATE_COMMENT = """
+mutation($mediaId: ID!, $content: String!, $parentId: ID) {
+  createComment(mediaId: $mediaId, content: $content, parentId: $parentId) { id depth content }
+}
+"""
+
+
+async def test_create_comment_is_add_comment_under_the_create_and_delete_names(gql, http):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+    root = (await gql.ok(CREATE_COMMENT, {"mediaId": media["id"], "content": "root"}, token=token))["createComment"]
+    reply = {"mediaId": media["id"], "content": "reply", "parentId": root["id"]}
+    child = (await gql.ok(CREATE_COMMENT, reply, token=token))["createComment"]
+    assert (root["depth"], child["depth"], child["content"]) == (1, 2, "reply")

@@ -134,3 +134,19 @@ async def test_followers_cursor_from_another_connection_is_rejected(gql):
     query = "query($u: String!, $a: String) { user(username: $u) { following(after: $a) { edges { cursor } } } }"
     assert await gql.error_code(query, {"u": star["username"], "a": cursor}) == "BAD_USER_INPUT"
     assert await gql.error_code(FOLLOWERS, {"u": star["username"], "after": cursor[:-2] + "xx"}) == "BAD_USER_INPUT"
+
+
+FOLLOW_TOTALS = """
+query($u: String!) {
+  user(username: $u) { followerCount followers(first: 1) { totalCount } following(last: 1) { totalCount } }
+}
+"""
+
+
+async def test_follow_connections_count_every_edge(gql):
+    (star_token, star), fans = await create_user(gql), [await create_user(gql) for _ in range(3)]
+    for token, _ in fans:
+        await follow(gql, token=token, user_id=star["id"])
+    await follow(gql, token=star_token, user_id=fans[0][1]["id"])
+    user = (await gql.ok(FOLLOW_TOTALS, {"u": star["username"]}))["user"]
+    assert user == {"followerCount": 3, "followers": {"totalCount": 3}, "following": {"totalCount": 1}}

@@ -285,3 +285,22 @@ async def test_top_with_users_costs_one_sql_query(gql, service, players, count_q
     data = await gql.ok(TOP_WITH_USERS, {"name": name})
     assert len(data["leaderboard"]["top"]["edges"]) == len(players)
     assert len(count_queries) == 1, count_queries
+
+
+RENAMED = """
+query($name: String!) { leaderboard(name: $name) { periodKey period entryCount size definition { period } } }
+"""
+SUBMIT_SCORES_COUNTED = """
+mutation($b: String!, $scores: [ScoreInput!]!) { submitScores(leaderboard: $b, scores: $scores) { changedCount changed } }
+"""
+
+
+async def test_renamed_fields_answer_beside_their_deprecated_names(gql, service, players):
+    name = await board_with(gql, service, players[:2], [4, 6], period="MONTHLY")
+    board = (await gql.ok(RENAMED, {"name": name}))["leaderboard"]
+    assert board["periodKey"] == board["period"]
+    assert board["definition"]["period"] == "MONTHLY"
+    assert board["entryCount"] == board["size"] == 2
+    scores = [{"userId": players[0]["id"], "score": 9}, {"userId": players[2]["id"], "score": 1}]
+    counted = (await gql.ok(SUBMIT_SCORES_COUNTED, {"b": name, "scores": scores}, token=service))["submitScores"]
+    assert counted == {"changedCount": 2, "changed": 2}

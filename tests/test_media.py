@@ -324,3 +324,23 @@ async def test_content_url_behind_a_trusted_proxy_and_in_pushes(live_servers, ht
 def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(url):
     with pytest.raises(ValueError, match="public_url"):
         Settings(public_url=url)
+
+
+BOOKMARK_MEDIA = "mutation($id: ID!) { bookmarkMedia(mediaId: $id) { id viewerHasBookmarked } }"
+UNBOOKMARK_MEDIA = "mutation($id: ID!) { unbookmarkMedia(mediaId: $id) { id viewerHasBookmarked } }"
+USER_AND_BOOKMARKS = "query($u: String!) { user(username: $u) { username bookmarks { edges { node { id } } } } }"
+
+
+async def test_bookmark_media_pairs_with_unbookmark_media_and_others_bookmarks_are_null(http, gql):
+    token, user = await create_user(gql)
+    other, _ = await create_user(gql)
+    media = await create_media(http, token=other)
+    marked = (await gql.ok(BOOKMARK_MEDIA, {"id": media["id"]}, token=token))["bookmarkMedia"]
+    assert marked == {"id": media["id"], "viewerHasBookmarked": True}
+    unmarked = (await gql.ok(UNBOOKMARK_MEDIA, {"id": media["id"]}, token=token))["unbookmarkMedia"]
+    assert unmarked == {"id": media["id"], "viewerHasBookmarked": False}
+    # A permission nulls the field alone: the user is still there.
+    result = await gql(USER_AND_BOOKMARKS, {"u": user["username"]}, token=other)
+    assert result["data"] == {"user": {"username": user["username"], "bookmarks": None}}
+    assert result["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+    assert result["errors"][0]["path"] == ["user", "bookmarks"]

@@ -34,7 +34,7 @@ LOGIN = "mutation($u: String!, $p: String!) { login(username: $u, password: $p) 
 UPLOAD = "mutation($file: Upload!, $title: String!, $tags: [String!]) { uploadMedia(file: $file, title: $title, tags: $tags) { id } }"
 FOLLOW = "mutation($id: ID!) { follow(userId: $id) { id } }"
 POST = "mutation($text: String!, $media: ID) { createPost(text: $text, mediaId: $media) { id } }"
-COMMENT = "mutation($media: ID!, $text: String!, $parent: ID) { addComment(mediaId: $media, content: $text, parentId: $parent) { id } }"
+COMMENT = "mutation($media: ID!, $text: String!, $parent: ID) { createComment(mediaId: $media, content: $text, parentId: $parent) { id } }"
 LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { id } }"
 VIEW = "mutation($id: ID!) { recordView(mediaId: $id) { counted } }"
 PLAY = "mutation($session: UUID!, $media: ID!) { reportPlayback(sessionId: $session, mediaId: $media) { concurrent } }"
@@ -183,7 +183,7 @@ async def _engage(
             created = await client.run(
                 COMMENT, {"media": media_id, "text": rng.choice(REMARKS), "parent": parent}, token=token
             )
-            parent = parent or created["addComment"]["id"]
+            parent = parent or created["createComment"]["id"]
         advance()
         for token, _ in fans:
             await client.run(LIKE, {"id": media_id}, token=token)

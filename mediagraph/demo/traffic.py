@@ -208,7 +208,7 @@ class Traffic:
         created = await self.client.run(
             COMMENT, {"media": media_id, "text": self.rng.choice(REMARKS), "parent": parent}, token=token
         )
-        self.audience.last_comment[media_id] = created["addComment"]["id"]
+        self.audience.last_comment[media_id] = created["createComment"]["id"]
 
     async def post(self) -> None:
         token, _ = self.audience.pick_account(self.rng)

@@ -149,20 +149,35 @@ def decode_comment_id(global_id: str) -> tuple[int, int]:
     return media_id, comment_id
 
 
+async def _create_comment(
+    info: Info[Context, None], *, media_id: strawberry.ID, content: str, parent_id: strawberry.ID | None
+) -> Comment:
+    raw_media_id = decode_id(media_id, "Media")
+    raw_parent_id = None
+    if parent_id is not None:
+        parent_media_id, raw_parent_id = decode_comment_id(parent_id)
+        if parent_media_id != raw_media_id:
+            raise BadUserInput("The parent comment belongs to another media.", argument="parentId")
+    row = await resolvers.add_comment(info.context, media_id=raw_media_id, parent_id=raw_parent_id, content=content)
+    return Comment.from_row(row)
+
+
 @strawberry.type
 class CommentMutations:
     @strawberry.mutation(description="Comment on a media, or reply to a comment on it (`parentId`).")
+    async def create_comment(
+        self, info: Info[Context, None], media_id: strawberry.ID, content: str, parent_id: strawberry.ID | None = None
+    ) -> Comment:
+        return await _create_comment(info, media_id=media_id, content=content, parent_id=parent_id)
+
+    @strawberry.mutation(
+        description="Comment on a media, or reply to a comment on it (`parentId`).",
+        deprecation_reason="Renamed `createComment`: things are made with create…, removed with delete….",
+    )
     async def add_comment(
         self, info: Info[Context, None], media_id: strawberry.ID, content: str, parent_id: strawberry.ID | None = None
     ) -> Comment:
-        raw_media_id = decode_id(media_id, "Media")
-        raw_parent_id = None
-        if parent_id is not None:
-            parent_media_id, raw_parent_id = decode_comment_id(parent_id)
-            if parent_media_id != raw_media_id:
-                raise BadUserInput("The parent comment belongs to another media.", argument="parentId")
-        row = await resolvers.add_comment(info.context, media_id=raw_media_id, parent_id=raw_parent_id, content=content)
-        return Comment.from_row(row)
+        return await _create_comment(info, media_id=media_id, content=content, parent_id=parent_id)
 
     @strawberry.mutation(description="Delete one of your comments; one with replies stays, marked deleted.")
     async def delete_comment(self, info: Info[Context, None], id: strawberry.ID) -> DeleteCommentPayload:

@@ -18,6 +18,7 @@ from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.users import user_by_id
 from mediagraph.schema.media import Media
 from mediagraph.schema.relay import Edge, Node, PageInfo, register_builder, register_node, requested
+from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
 
@@ -87,16 +88,26 @@ class FollowEdge:
 class FollowConnection:
     edges: list[FollowEdge]
     page_info: PageInfo
+    user_raw_id: strawberry.Private[int]
+    followers: strawberry.Private[bool]
 
     @classmethod
-    def from_page(cls, page: Page[tuple[UserRow, datetime]]) -> FollowConnection:
+    def from_page(cls, source: tuple[Page[tuple[UserRow, datetime]], int, bool]) -> FollowConnection:
+        page, user_id, followers = source
         return cls(
             edges=[
                 FollowEdge(cursor=cursor, node=User.from_row(user), followed_at=followed_at)
                 for cursor, (user, followed_at) in page.items
             ],
             page_info=PageInfo.of(page),
+            user_raw_id=user_id,
+            followers=followers,
         )
+
+    @strawberry.field(description="How many edges the whole connection has (the user's stored follow counts).")
+    async def total_count(self, info: Info[Context, None]) -> Count:
+        counts = await follow_resolvers.follow_counts(info.context, self.user_raw_id)
+        return counts.followers if self.followers else counts.following
 
 
 @strawberry.type
@@ -112,7 +123,7 @@ class NewsfeedUpdate:
 
 @strawberry.type
 class FeedQueries:
-    @strawberry.field
+    @strawberry.field(description="The post with this id; null when there is none (deleted, or never was).")
     async def post(self, info: Info[Context, None], id: strawberry.ID) -> Post | None:
         return await _fetch_post(info.context, decode_id(id, "Post"))
 

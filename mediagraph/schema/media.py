@@ -120,11 +120,17 @@ class Media(Node):
 
     # The comment fields are nullable: when the media's shard is down they alone come back
     # null with a SERVICE_UNAVAILABLE error, and the rest of the response still arrives.
-    @strawberry.field(description="Comments on this media that are not deleted, replies included.")
+    @strawberry.field(
+        description="Comments on this media that are not deleted, replies included. Null, with a SERVICE_UNAVAILABLE "
+        "error, while its comment shard is down."
+    )
     async def comment_count(self, info: Info[Context, None]) -> Count | None:
         return await comment_resolvers.comment_count(info.context, media_id=self.raw_id)
 
-    @strawberry.field(description="The comment thread in thread order (replies under their parent, oldest first).")
+    @strawberry.field(
+        description="The comment thread in thread order (replies under their parent, oldest first), both ways. "
+        "Null, with a SERVICE_UNAVAILABLE error, while its comment shard is down."
+    )
     async def comments(
         self,
         info: Info[Context, None],
@@ -137,7 +143,10 @@ class Media(Node):
         page = await comment_reads.thread(info.context, media_id=self.raw_id, request=request)
         return comment_connection(page)
 
-    @strawberry.field(description="The thread by page number (1-based), for numbered page navigation.")
+    @strawberry.field(
+        description="The thread by page number (1-based), for numbered page navigation. Null, with a "
+        "SERVICE_UNAVAILABLE error, while its comment shard is down."
+    )
     async def comment_page(
         self, info: Info[Context, None], page: int = 1, size: int | None = None
     ) -> CommentPageRef | None:
@@ -190,7 +199,7 @@ class DeletedMedia:
 
 @strawberry.type
 class MediaQueries:
-    @strawberry.field
+    @strawberry.field(description="The media with this id; null when there is none (deleted, or never was).")
     async def media(self, info: Info[Context, None], id: strawberry.ID) -> Media | None:
         return media_or_none(await resolvers.media_by_id(info.context, decode_id(id, "Media")))
 
@@ -255,11 +264,25 @@ class MediaMutations:
         await resolvers.delete_media(info.context, media_id=decode_id(id, "Media"))
         return DeletedMedia(id=id)
 
-    @strawberry.mutation
+    @strawberry.mutation(description="Bookmark a media; bookmarking it again changes nothing.")
+    async def bookmark_media(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
+        return Media.from_row(await resolvers.bookmark(info.context, media_id=decode_id(media_id, "Media")))
+
+    @strawberry.mutation(description="Take back a bookmark; nothing happens if there was none.")
+    async def unbookmark_media(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
+        return Media.from_row(await resolvers.unbookmark(info.context, media_id=decode_id(media_id, "Media")))
+
+    @strawberry.mutation(
+        description="Bookmark a media.",
+        deprecation_reason="Renamed `bookmarkMedia`, the pair of `unbookmarkMedia` as `likeMedia` is of `unlikeMedia`.",
+    )
     async def bookmark(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
         return Media.from_row(await resolvers.bookmark(info.context, media_id=decode_id(media_id, "Media")))
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Take back a bookmark.",
+        deprecation_reason="Renamed `unbookmarkMedia`, the pair of `bookmarkMedia`.",
+    )
     async def unbookmark(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
         return Media.from_row(await resolvers.unbookmark(info.context, media_id=decode_id(media_id, "Media")))
 

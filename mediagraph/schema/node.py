@@ -25,7 +25,7 @@ async def fetch_node(context: Context, global_id: str) -> Node | None:
 @strawberry.type
 class NodeQueries:
     # Root fields get no `self` (the root value is None): they call module functions.
-    @strawberry.field(description="Fetch any object by its global id.")
+    @strawberry.field(description="Fetch any object by its global id; null when it names nothing (any more).")
     async def node(self, info: Info[Context, None], id: strawberry.ID) -> Node | None:
         return await fetch_node(info.context, id)
 

@@ -43,8 +43,12 @@ class PlaybackHeartbeat:
     session_id: uuid.UUID
     media_id: strawberry.ID
     counted_at: datetime = strawberry.field(description="The time the heartbeat counted at (its `at`, or now).")
-    counted: list[CountedInEnum] = strawberry.field(  # type: ignore[valid-type]
+    counted_in: list[CountedInEnum] = strawberry.field(  # type: ignore[valid-type]
         description="The counts this heartbeat added one to; empty when its session had already counted in them all."
+    )
+    counted: list[CountedInEnum] = strawberry.field(  # type: ignore[valid-type]
+        description="The counts this heartbeat added one to.",
+        deprecation_reason="Renamed `countedIn`: `counted` is a Boolean elsewhere (RecordViewPayload).",
     )
     concurrent: Count = strawberry.field(description="The stream's concurrent viewers, this session included.")
 
@@ -54,6 +58,7 @@ class PlaybackHeartbeat:
             session_id=report.session_id,
             media_id=strawberry.ID(to_global_id("Media", report.media_id)),
             counted_at=report.counted_at,
+            counted_in=report.counted,
             counted=report.counted,
             concurrent=report.concurrent,
         )

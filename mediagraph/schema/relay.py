@@ -23,13 +23,14 @@ class PageInfo:
     has_next_page: bool = strawberry.field(
         description="Whether rows follow the page. Paging backward (`last`/`before`): true when `before` was given."
     )
-    end_cursor: str | None = strawberry.field(description="The last edge's cursor; pass it as `after` for the next page.")
+    end_cursor: str | None = strawberry.field(description="The last edge's cursor, to pass as `after` for the next page; null when the page is empty.")
     has_previous_page: bool = strawberry.field(
         default=False,
         description="Whether rows precede the page. Paging forward (`first`/`after`): true when `after` was given.",
     )
     start_cursor: str | None = strawberry.field(
-        default=None, description="The first edge's cursor; pass it as `before` for the previous page."
+        default=None,
+        description="The first edge's cursor, to pass as `before` for the previous page; null when the page is empty.",
     )
 
     @classmethod

@@ -68,7 +68,8 @@ class User(Node):
         return media_connection(page)
 
     @strawberry.field(
-        description="Media this user bookmarked, newest bookmark first. Only visible to the user.",
+        description="Media this user bookmarked, newest bookmark first. Null, with a FORBIDDEN error (UNAUTHENTICATED "
+        "when logged out), unless the viewer is this user.",
         metadata=VIEWER_DEPENDENT,
     )
     async def bookmarks(
@@ -78,7 +79,7 @@ class User(Node):
         after: str | None = None,
         last: int | None = None,
         before: str | None = None,
-    ) -> MediaConnectionRef:
+    ) -> MediaConnectionRef | None:
         request = requested(info.context.settings, first=first, after=after, last=last, before=before)
         page = await media_resolvers.bookmarks(info.context, user_id=self.raw_id, request=request)
         return media_connection(page)
@@ -107,7 +108,7 @@ class User(Node):
     ) -> FollowConnectionRef:
         request = requested(info.context.settings, first=first, after=after, last=last, before=before)
         page = await follow_resolvers.followers(info.context, user_id=self.raw_id, request=request)
-        return follow_connection(page)
+        return follow_connection((page, self.raw_id, True))
 
     @strawberry.field(description="Whom this user follows, most recent follow first.")
     async def following(
@@ -120,7 +121,7 @@ class User(Node):
     ) -> FollowConnectionRef:
         request = requested(info.context.settings, first=first, after=after, last=last, before=before)
         page = await follow_resolvers.following(info.context, user_id=self.raw_id, request=request)
-        return follow_connection(page)
+        return follow_connection((page, self.raw_id, False))
 
     @strawberry.field
     async def follower_count(self, info: Info[Context, None]) -> Count:
@@ -189,7 +190,7 @@ class UserQueries:
     async def me(self, info: Info[Context, None]) -> User | None:
         return user_or_none(await resolvers.me(info.context))
 
-    @strawberry.field
+    @strawberry.field(description="The user with this username; null when there is none.")
     async def user(self, info: Info[Context, None], username: str) -> User | None:
         return user_or_none(await resolvers.user_by_username(info.context, username))
 

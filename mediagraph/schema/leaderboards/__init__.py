@@ -152,9 +152,17 @@ register_node("LeaderboardDefinition", _fetch_definition)
 class Leaderboard(Node):
     board: strawberry.Private[Board]
     name: str
-    period: str = strawberry.field(description="This period's key: `all`, `2026-11-23`, `2026-W48` or `2026-11`.")
-    starts_at: datetime | None
-    ends_at: datetime | None
+    period_key: str = strawberry.field(
+        description="This period's key: `all`, `2026-11-23`, `2026-W48` or `2026-11` (as `leaderboard(period:)` takes)."
+    )
+    period: str = strawberry.field(
+        description="This period's key.",
+        deprecation_reason="Renamed `periodKey`: `period` is the LeaderboardPeriod enum on LeaderboardDefinition.",
+    )
+    starts_at: datetime | None = strawberry.field(description="When the period starts; null for the all-time period.")
+    ends_at: datetime | None = strawberry.field(
+        description="When the period ends (exclusive); null for the all-time period."
+    )
 
     @classmethod
     def of(cls, board: Board) -> Leaderboard:
@@ -163,6 +171,7 @@ class Leaderboard(Node):
             id=strawberry.ID(to_global_id("Leaderboard", *board_ids(board))),
             board=board,
             name=board.definition.name,
+            period_key=window.key,
             period=window.key,
             starts_at=window.starts_at,
             ends_at=window.ends_at,
@@ -172,7 +181,14 @@ class Leaderboard(Node):
     def definition(self) -> LeaderboardDefinition:
         return LeaderboardDefinition.from_row(self.board.definition)
 
-    @strawberry.field(description="How many users have a score in this period.")
+    @strawberry.field(description="How many users have a score in this period (as `top.totalCount`).")
+    async def entry_count(self, info: Info[Context, None]) -> Count:
+        return await resolvers.size(info.context, self.board)
+
+    @strawberry.field(
+        description="How many users have a score in this period.",
+        deprecation_reason="Renamed `entryCount`: counts are named …Count.",
+    )
     async def size(self, info: Info[Context, None]) -> Count:
         return await resolvers.size(info.context, self.board)
 
@@ -244,13 +260,20 @@ class ScoreInput:
 @strawberry.type
 class SubmitScoresPayload:
     accepted: strawberry.Private[Accepted]
-    changed: Count = strawberry.field(description="How many submissions changed a stored score.")
+    changed_count: Count = strawberry.field(description="How many submissions changed a stored score.")
+    changed: Count = strawberry.field(
+        description="How many submissions changed a stored score.",
+        deprecation_reason="Renamed `changedCount`: `changed` is a Boolean on SubmitScorePayload.",
+    )
 
     @strawberry.field
     def leaderboard(self) -> Leaderboard:
         return Leaderboard.of(self.accepted.board)
 
-    @strawberry.field(description="Each submitting user's standing afterwards, in order of first submission.")
+    @strawberry.field(
+        description="Each submitting user's standing afterwards, in order of first submission; null (with an error) "
+        "when the board cannot be read right now: the scores are recorded all the same."
+    )
     async def entries(self, info: Info[Context, None]) -> list[LeaderboardEntry] | None:
         found = await resolvers.entries(info.context, self.accepted.board, user_ids=self.accepted.user_ids)
         return [LeaderboardEntry.of(self.accepted.board, entry) for entry in found if entry is not None]
@@ -339,4 +362,4 @@ class LeaderboardMutations:
     ) -> SubmitScoresPayload:
         pairs = [(decode_id(item.user_id, "User"), item.score) for item in scores]
         accepted = await resolvers.submit_scores(info.context, leaderboard=leaderboard, scores=pairs)
-        return SubmitScoresPayload(accepted=accepted, changed=accepted.changed)
+        return SubmitScoresPayload(accepted=accepted, changed_count=accepted.changed, changed=accepted.changed)

@@ -22,14 +22,16 @@ from mediagraph.schema.leaderboards import Leaderboard, LeaderboardEntry
 class LeaderboardTop:
     board: strawberry.Private[Board]
     name: str
-    period: str
+    period_key: str = strawberry.field(description="The period's key, as `Leaderboard.periodKey`.")
+    period: str = strawberry.field(description="The period's key.", deprecation_reason="Renamed `periodKey`.")
     entries: list[LeaderboardEntry]
 
     @classmethod
     def of(cls, state: TopState) -> LeaderboardTop:
         board = state.board
         entries = [LeaderboardEntry.of(board, entry, state.users.get(entry.user_id)) for entry in state.entries]
-        return cls(board=board, name=board.definition.name, period=board.window.key, entries=entries)
+        key = board.window.key
+        return cls(board=board, name=board.definition.name, period_key=key, period=key, entries=entries)
 
     @strawberry.field(
         description="The period pushed. Its fields are read when the push is sent: `top(first:)` selected "
@@ -43,7 +45,8 @@ class LeaderboardTop:
 class LeaderboardEntryUpdate:
     board: strawberry.Private[Board]
     name: str
-    period: str
+    period_key: str = strawberry.field(description="The period's key, as `Leaderboard.periodKey`.")
+    period: str = strawberry.field(description="The period's key.", deprecation_reason="Renamed `periodKey`.")
     user_id: strawberry.ID
     entry: LeaderboardEntry | None = strawberry.field(description="Null while the user has no score in this period.")
 
@@ -53,6 +56,7 @@ class LeaderboardEntryUpdate:
         return cls(
             board=board,
             name=board.definition.name,
+            period_key=board.window.key,
             period=board.window.key,
             user_id=strawberry.ID(to_global_id("User", state.user_id)),
             entry=LeaderboardEntry.of(board, state.entry, state.user) if state.entry is not None else None,
