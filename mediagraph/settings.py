@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     playback_new_sessions_per_minute: int = Field(default=60, ge=1)
     # Bucket counts and peaks reach PostgreSQL within about this delay.
     playback_rollup_interval_seconds: float = Field(default=5.0, gt=0, le=600)
+    # Play records (one row per session) are kept this many UTC days after the day they
+    # started, then their day's partition is dropped; bucket roll-ups stay forever.
+    play_history_days: int = Field(default=90, ge=1, le=3650)
 
     # Where clients reach this API (`https://api.example.com`, or with a path prefix): absolute
     # URLs such as `Media.contentUrl` start with it. Empty: each request's own origin, as

@@ -4,16 +4,26 @@ A row copies one Redis counter of one generation (`generation`): Redis counters 
 grow within a generation, so the roll-up writes absolute values with GREATEST and may
 run any number of times. A counter Redis lost and recreated starts a new generation and
 a new row; an entity's figure is the sum over its generations.
+
+Plays (`plays`): one row per playback session, partitioned by the UTC day it started
+(`plays_YYYYMMDD`), written by the roll-up from the session records in Redis: one
+statement per batch with absolute values under GREATEST, so a replayed batch changes
+nothing. Partitions are made ahead and dropped after `play_history_days`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import contextlib
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import BigInteger, Column, DateTime, Integer, String
+import asyncpg
+from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Uuid
 from sqlmodel import Field
 
 from mediagraph.db.base import MainTable, timestamp
+from mediagraph.db.reads import ReadPool
 
 
 class PlaybackTotal(MainTable, table=True):
@@ -24,6 +34,8 @@ class PlaybackTotal(MainTable, table=True):
     entity_id: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
     generation: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
     plays: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    # Watched milliseconds (owner-only figures).
+    watch_ms: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
     updated_at: datetime = timestamp()  # type: ignore[assignment]
 
 
@@ -38,6 +50,10 @@ class PlaybackBucket(MainTable, table=True):
     generation: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
     plays: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     peak: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    # Watched milliseconds counted at heartbeats played in the bucket, and distinct viewers
+    # (signed-in by id, each anonymous play as one): kept here so they outlive play rows.
+    watch_ms: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    unique_viewers: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
     updated_at: datetime = timestamp()  # type: ignore[assignment]
 
 
@@ -46,3 +62,89 @@ PLAYBACK_TOTALS_OF = (
     "SELECT t.entity_kind, t.entity_id, t.generation, t.plays FROM playback_totals t "
     "JOIN unnest($1::text[], $2::bigint[]) AS wanted(kind, id) ON t.entity_kind = wanted.kind AND t.entity_id = wanted.id"
 )
+
+
+class Play(MainTable, table=True):
+    """One playback session (its uuid), in the partition of the day it started."""
+
+    __tablename__ = "plays"
+    __table_args__ = {"postgresql_partition_by": "RANGE (started_at)"}
+
+    started_at: datetime = Field(sa_column=Column(DateTime(timezone=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(Uuid, primary_key=True))
+    media_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    channel_id: int = Field(sa_column=Column(BigInteger, nullable=False))
+    viewer_id: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    last_heartbeat_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    # Watched milliseconds; the play has ended when last_heartbeat_at is older than the live window.
+    watch_ms: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+
+
+PARTITION_PREFIX = "plays_"
+
+# One batch of plays (arrays, pairwise): absolute values, so a replay changes nothing; the
+# WHERE skips rows already holding them (not even a new row version).
+UPSERT_PLAYS = """
+INSERT INTO plays (started_at, id, media_id, channel_id, viewer_id, last_heartbeat_at, watch_ms)
+SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::bigint[], $4::bigint[], $5::bigint[],
+                     $6::timestamptz[], $7::bigint[])
+ON CONFLICT (started_at, id) DO UPDATE SET
+  last_heartbeat_at = GREATEST(plays.last_heartbeat_at, EXCLUDED.last_heartbeat_at),
+  watch_ms = GREATEST(plays.watch_ms, EXCLUDED.watch_ms)
+WHERE plays.last_heartbeat_at < EXCLUDED.last_heartbeat_at OR plays.watch_ms < EXCLUDED.watch_ms
+"""
+
+PLAY_PARTITIONS = (
+    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+    "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'plays'"
+)
+
+
+def partition_name(day: date) -> str:
+    return f"{PARTITION_PREFIX}{day:%Y%m%d}"
+
+
+def day_of_partition(name: str) -> date | None:
+    if not name.startswith(PARTITION_PREFIX):
+        return None
+    try:
+        return datetime.strptime(name[len(PARTITION_PREFIX) :], "%Y%m%d").replace(tzinfo=UTC).date()
+    except ValueError:
+        return None
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+async def create_partition(reads: ReadPool, day: date) -> None:
+    """The day's partition of `plays`, unless it exists (two workers may race: both fine)."""
+    start, end = _day_start(day), _day_start(day + timedelta(days=1))
+    statement = (
+        f"CREATE TABLE IF NOT EXISTS {partition_name(day)} PARTITION OF plays "
+        f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+    )
+    with contextlib.suppress(asyncpg.DuplicateTableError, asyncpg.UniqueViolationError):
+        await reads.fetch(statement)
+
+
+async def partition_days(reads: ReadPool) -> list[date]:
+    rows = await reads.fetch(PLAY_PARTITIONS)
+    return sorted(day for row in rows if (day := day_of_partition(row["relname"])) is not None)
+
+
+async def drop_partition(reads: ReadPool, day: date) -> None:
+    await reads.fetch(f"DROP TABLE IF EXISTS {partition_name(day)}")
+
+
+async def upsert_plays(
+    reads: ReadPool,
+    rows: Sequence[tuple[datetime, uuid.UUID, int, int, int | None, datetime, int]],
+) -> None:
+    """Write a batch of plays in one statement: (started_at, id, media, channel, viewer, last, watch_ms)."""
+    if not rows:
+        return
+    # One order for every writer, so concurrent roll-ups wait instead of deadlocking.
+    ordered = sorted(rows, key=lambda row: (row[0], row[1]))
+    columns = list(zip(*ordered, strict=True))
+    await reads.fetch(UPSERT_PLAYS, *(list(column) for column in columns))

@@ -148,6 +148,7 @@ async def _count(
         played_ms=to_ms(played_at),
         now_ms=to_ms(now),
         generation=services.ids.next_id(),
+        viewer_id=context.viewer_id,
     )
     try:
         result = await scripts.heartbeat(

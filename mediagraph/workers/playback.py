@@ -6,6 +6,10 @@ visit repeated after a crash, or two workers visiting at once, change nothing), 
 forgets the counters that did not change meanwhile. A channel leaves the index only
 when nothing of it is dirty, and is put back if a heartbeat dirtied it in between.
 
+Plays: the same visit copies the channel's dirty plays (session records) into `plays`,
+one statement per batch, making the day partitions they need; now and then the worker
+makes the coming days' partitions and drops those past `play_history_days`.
+
 Sweep: sessions expire without anyone sending anything, so once a second the worker
 drops expired sessions of every entity a live subscription watches and publishes the
 counts that fell.
@@ -16,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import date, datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Table, func
@@ -25,8 +31,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import SQLModel
 
 from mediagraph.db.base import utcnow
-from mediagraph.db.playback import PlaybackBucket, PlaybackTotal
+from mediagraph.db.playback import (
+    PlaybackBucket,
+    PlaybackTotal,
+    create_partition,
+    drop_partition,
+    partition_days,
+    upsert_plays,
+)
 from mediagraph.keys.playback import (
+    EPOCH,
     Counter,
     bucket_start,
     channel_of_dirty_key,
@@ -38,7 +52,16 @@ from mediagraph.keys.playback import (
     to_ms,
     watched_key,
 )
-from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts, RawCounter, value_of
+from mediagraph.keys.playback.scripts import (
+    PLAY_TOKEN_PREFIX,
+    CounterValue,
+    PlaybackScripts,
+    PlayValue,
+    RawCounter,
+    RawPlay,
+    play_of,
+    value_of,
+)
 from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
 
@@ -54,6 +77,9 @@ SWEEP_BATCH = 500
 # A worker killed between taking a channel off the index and checking it again could
 # strand dirty counters; a scan for such channels runs at start and now and then.
 REPAIR_INTERVAL_SECONDS = 600.0
+PARTITION_INTERVAL_SECONDS = 3600.0
+# Day partitions of `plays` made ahead of the clock (today included).
+PARTITION_DAYS_AHEAD = 3
 
 
 async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT) -> int:
@@ -68,19 +94,42 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         for channel_id in visiting:
             pipe.smembers(dirty_key(keys, channel_id))
         tokens = await pipe.execute()
-    dirty = {
-        channel_id: [Counter.from_token(channel_id, token.decode()) for token in sorted(members)]
-        for channel_id, members in zip(visiting, tokens, strict=True)
-    }
+    dirty: dict[int, list[Counter]] = {}
+    dirty_plays: dict[int, list[str]] = {}
+    for channel_id, channel_tokens in zip(visiting, tokens, strict=True):
+        names = sorted(token.decode() for token in channel_tokens)
+        dirty_plays[channel_id] = [
+            name[len(PLAY_TOKEN_PREFIX) :] for name in names if name.startswith(PLAY_TOKEN_PREFIX)
+        ]
+        dirty[channel_id] = [
+            Counter.from_token(channel_id, name) for name in names if not name.startswith(PLAY_TOKEN_PREFIX)
+        ]
     scripts = PlaybackScripts(redis, keys)
     counters = [counter for channel_counters in dirty.values() for counter in channel_counters]
     raw = dict(zip(counters, await scripts.read_raw(counters), strict=True))
+    raw_plays = {
+        channel_id: list(zip(sessions, await scripts.read_plays(channel_id, sessions), strict=True))
+        for channel_id, sessions in dirty_plays.items()
+        if sessions
+    }
     await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
+    await store_plays(
+        [
+            play
+            for channel_id, read in raw_plays.items()
+            for session, raw_play in read
+            if (play := play_of(channel_id, session, raw_play)) is not None
+        ],
+        services,
+    )
     for channel_id, channel_counters in dirty.items():
         copied: list[tuple[Counter, RawCounter]] = [(counter, raw[counter]) for counter in channel_counters]
+        copied_plays: list[tuple[str, RawPlay]] = raw_plays.get(channel_id, [])
         remaining = 0
         for start in range(0, max(len(copied), 1), COUNTERS_PER_SCRIPT):
             remaining = await scripts.forget_copied(channel_id, copied[start : start + COUNTERS_PER_SCRIPT])
+        for start in range(0, len(copied_plays), COUNTERS_PER_SCRIPT):
+            remaining = await scripts.forget_plays(channel_id, copied_plays[start : start + COUNTERS_PER_SCRIPT])
         if remaining == 0:
             await _leave_index(services, channel_id)
     return len(visiting)
@@ -95,6 +144,59 @@ async def lag(services: Services) -> list[Lag]:
         waiting, oldest = await pipe.execute()
     seconds = max(0.0, (to_ms(services.clock()) - float(oldest[0][1])) / 1000) if oldest else 0.0
     return [Lag(NAME, "rollup", entries=int(waiting), seconds=seconds)]
+
+
+def _moment(ms: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def _today(services: Services) -> date:
+    return services.clock().date()
+
+
+def _oldest_kept_day(services: Services) -> date:
+    return _today(services) - timedelta(days=services.settings.play_history_days)
+
+
+async def store_plays(plays: Sequence[PlayValue], services: Services) -> None:
+    """Write plays into `plays` in batches of one statement each; never lowers what is there.
+    Plays that started before the kept history are left out (their partition is gone)."""
+    oldest = _oldest_kept_day(services)
+    rows = [
+        (
+            _moment(play.started_ms),
+            uuid.UUID(play.session_id),
+            play.media_id,
+            play.channel_id,
+            play.viewer_id,
+            _moment(play.last_ms),
+            play.watch_ms,
+        )
+        for play in plays
+        if _moment(play.started_ms).date() >= oldest
+    ]
+    if not rows:
+        return
+    reads = services.databases.main_reads
+    have = set(await partition_days(reads))
+    for day in sorted({row[0].date() for row in rows} - have):
+        await create_partition(reads, day)
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        await upsert_plays(reads, rows[start : start + ROWS_PER_STATEMENT])
+
+
+async def maintain_partitions(services: Services) -> tuple[list[date], list[date]]:
+    """Make the coming days' partitions of `plays` and drop the expired; (made, dropped)."""
+    reads = services.databases.main_reads
+    have = set(await partition_days(reads))
+    today, oldest = _today(services), _oldest_kept_day(services)
+    made = [day for n in range(PARTITION_DAYS_AHEAD) if (day := today + timedelta(days=n)) not in have]
+    for day in made:
+        await create_partition(reads, day)
+    dropped = sorted(day for day in have if day < oldest)
+    for day in dropped:
+        await drop_partition(reads, day)
+    return made, dropped
 
 
 async def _leave_index(services: Services, channel_id: int) -> None:
@@ -118,6 +220,7 @@ async def store(values: Sequence[CounterValue], services: Services) -> None:
             "entity_id": entity.id,
             "generation": value.generation,
             "plays": value.plays,
+            "watch_ms": value.watch_ms,
             "updated_at": now,
         }
         granularity = value.counter.granularity
@@ -128,13 +231,14 @@ async def store(values: Sequence[CounterValue], services: Services) -> None:
                 "granularity": granularity.value,
                 "bucket_start": bucket_start(value.counter.index, granularity),
                 "peak": value.peak,
+                "unique_viewers": value.unique_viewers,
             }
             buckets.append(row)
     if not totals and not buckets:
         return
     async with services.databases.main_session() as session:
-        await _upsert(session, _table(PlaybackTotal), totals, grows=("plays",))
-        await _upsert(session, _table(PlaybackBucket), buckets, grows=("plays", "peak"))
+        await _upsert(session, _table(PlaybackTotal), totals, grows=("plays", "watch_ms"))
+        await _upsert(session, _table(PlaybackBucket), buckets, grows=("plays", "peak", "watch_ms", "unique_viewers"))
         await session.commit()
 
 
@@ -215,10 +319,14 @@ async def run(services: Services, stop: asyncio.Event) -> None:
     async def sweep() -> None:
         await sweep_once(services)
 
+    async def partitions() -> None:
+        await maintain_partitions(services)
+
     await asyncio.gather(
         _every(stop, services.settings.playback_rollup_interval_seconds, roll_up),
         _every(stop, SWEEP_INTERVAL_SECONDS, sweep),
         _every(stop, REPAIR_INTERVAL_SECONDS, schedule_repair),
+        _every(stop, PARTITION_INTERVAL_SECONDS, partitions),
     )
 
 

@@ -24,9 +24,16 @@ return {1, ARGV[3]}
 #       total, live set, minute, hour, day.
 # ARGV: 1 session id, 2 media id, 3-5 minute/hour/day index, 6 now (ms), 7 live window (ms),
 #       8 generation for counters created now, 9 session ttl, 10 churn limit, 11 churn window,
-#       then per entity: total token/ttl, minute token/ttl, hour token/ttl, day token/ttl.
+#       then per entity: total token/ttl, minute token/ttl, hour token/ttl, day token/ttl,
+#       then 28 played at (ms), 29 the signed-in viewer's id or '', 30 the longest gap between
+#       heartbeats that counts as watched (ms).
+# The session record also holds its play: `st` (first played at), `lp` (last played at), `w`
+# (watched ms: gaps between heartbeats, each capped) and `vw` (viewer); a change names the
+# play (`p:<session>`) in the dirty set. Counters gain `w` (watched ms counted at each
+# heartbeat's played-at) and, on buckets, `u` (distinct viewers: signed-in ones by id, kept
+# as `v<id>` fields of the same hash, each anonymous session as one).
 HEARTBEAT = """
-local record = redis.call('HMGET', KEYS[1], 'media', 'm', 'h', 'd')
+local record = redis.call('HMGET', KEYS[1], 'media', 'm', 'h', 'd', 'lp')
 if record[1] and record[1] ~= ARGV[2] then return {'conflict'} end
 local first = not record[1]
 if first then
@@ -41,6 +48,13 @@ local counts = {first, index[1] > last[1], index[2] > last[2], index[3] > last[3
 -- A heartbeat older than the minute the session last counted in (a late retry) counts
 -- nothing and sets no peak: it only keeps the session live.
 local current = index[1] >= last[1]
+local played = tonumber(ARGV[28])
+local viewer = ARGV[29]
+local gap = 0
+if not first and record[5] then
+  local last_played = tonumber(record[5])
+  if played > last_played then gap = math.min(played - last_played, tonumber(ARGV[30])) end
+end
 
 local function ensure(key, token, ttl)
   if redis.call('EXISTS', key) == 0 then
@@ -59,6 +73,10 @@ local function entity(base, argbase)
   if counts[1] then
     redis.call('SADD', KEYS[3], ARGV[argbase])
     redis.call('HINCRBY', total, 'n', 1)
+  end
+  if gap > 0 then
+    redis.call('SADD', KEYS[3], ARGV[argbase])
+    redis.call('HINCRBY', total, 'w', gap)
   end
   local live = KEYS[base + 1]
   local window = tonumber(ARGV[7])
@@ -80,6 +98,13 @@ local function entity(base, argbase)
     if counts[g + 1] then
       ensure(key, token, ttl)
       redis.call('HINCRBY', key, 'n', 1)
+      if viewer == '' or redis.call('HSETNX', key, 'v' .. viewer, 1) == 1 then
+        redis.call('HINCRBY', key, 'u', 1)
+      end
+    end
+    if gap > 0 then
+      ensure(key, token, ttl)
+      redis.call('HINCRBY', key, 'w', gap)
     end
     if current and viewers > (tonumber(redis.call('HGET', key, 'peak')) or -1) then
       ensure(key, token, ttl)
@@ -93,6 +118,14 @@ local stream = entity(4, 12)
 local channel = entity(9, 20)
 redis.call('HSET', KEYS[1], 'media', ARGV[2], 'm', math.max(index[1], last[1]),
   'h', math.max(index[2], last[2]), 'd', math.max(index[3], last[3]))
+if first then
+  redis.call('HSET', KEYS[1], 'st', played, 'lp', played, 'w', 0, 'vw', viewer)
+  redis.call('SADD', KEYS[3], 'p:' .. ARGV[1])
+elseif gap > 0 then
+  redis.call('HSET', KEYS[1], 'lp', played)
+  redis.call('HINCRBY', KEYS[1], 'w', gap)
+  redis.call('SADD', KEYS[3], 'p:' .. ARGV[1])
+end
 redis.call('EXPIRE', KEYS[1], ARGV[9])
 local flags = {}
 for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
@@ -112,12 +145,29 @@ redis.call('HSET', KEYS[2], 'lv', viewers, 'v', version)
 return {viewers, version}
 """
 
-# KEYS: 1 dirty set, then the counters copied. ARGV: per counter token, id, n, peak as read.
+# KEYS: 1 dirty set, then the counters copied. ARGV: per counter token, id, n, peak, w, u as read.
 FORGET_COPIED = """
 for i = 2, #KEYS do
-  local j = (i - 2) * 4
-  local now = redis.call('HMGET', KEYS[i], 'id', 'n', 'peak')
-  if not now[1] or (now[1] == ARGV[j + 2] and now[2] == ARGV[j + 3] and now[3] == ARGV[j + 4]) then
+  local j = (i - 2) * 6
+  local now = redis.call('HMGET', KEYS[i], 'id', 'n', 'peak', 'w', 'u')
+  local same = true
+  for f = 1, 5 do
+    if (now[f] or '') ~= ARGV[j + 1 + f] then same = false end
+  end
+  if not now[1] or same then
+    redis.call('SREM', KEYS[1], ARGV[j + 1])
+  end
+end
+return redis.call('SCARD', KEYS[1])
+"""
+
+# KEYS: 1 dirty set, then the session records of the plays copied.
+# ARGV: per play its token, `lp` and `w` as read.
+FORGET_PLAYS = """
+for i = 2, #KEYS do
+  local j = (i - 2) * 3
+  local now = redis.call('HMGET', KEYS[i], 'lp', 'w')
+  if not now[1] or ((now[1] or '') == ARGV[j + 2] and (now[2] or '') == ARGV[j + 3]) then
     redis.call('SREM', KEYS[1], ARGV[j + 1])
   end
 end

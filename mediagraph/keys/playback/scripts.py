@@ -10,6 +10,11 @@ Invariants:
   idempotent; a counter Redis lost and recreated gets a new generation and a new row.
 - A counter changed since the roll-up last copied it is named in its channel's dirty set
   until a roll-up has copied exactly its current values.
+- A session's play (start, last played-at, watched ms) only grows too, and is named in
+  the same dirty set (`p:<session id>`) until a roll-up has copied its current values.
+- Watched ms: the gap since the session's previous heartbeat (by played-at), capped at
+  `WATCH_GAP_CAP_MS` so a paused or stalled player adds at most that, counted in the
+  buckets of the heartbeat's played-at; a heartbeat older than the latest adds nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +40,11 @@ from mediagraph.keys.playback import (
     session_claim_key,
     session_key,
 )
-from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, HEARTBEAT, SWEEP
+from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, SWEEP
+
+# The longest gap between two heartbeats of a session that counts as watched.
+WATCH_GAP_CAP_MS = 10_000
+PLAY_TOKEN_PREFIX = "p:"
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class Heartbeat:
     played_ms: int
     now_ms: int
     generation: int
+    viewer_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,10 +89,27 @@ class CounterValue:
     generation: int
     plays: int
     peak: int
+    watch_ms: int = 0
+    unique_viewers: int = 0
+
+
+@dataclass(frozen=True)
+class PlayValue:
+    """A session's play as Redis holds it."""
+
+    session_id: str
+    media_id: int
+    channel_id: int
+    viewer_id: int | None
+    started_ms: int
+    last_ms: int
+    watch_ms: int
 
 
 # A counter's fields as read (None where the key is gone), to compare when forgetting it.
-RawCounter = tuple[bytes | None, bytes | None, bytes | None]
+RawCounter = tuple[bytes | None, bytes | None, bytes | None, bytes | None, bytes | None]
+# A session record's play fields as read: media, st, lp, w, vw.
+RawPlay = tuple[bytes | None, bytes | None, bytes | None, bytes | None, bytes | None]
 
 
 class PlaybackScripts:
@@ -93,6 +120,7 @@ class PlaybackScripts:
         self._heartbeat = redis.register_script(HEARTBEAT)
         self._sweep = redis.register_script(SWEEP)
         self._forget = redis.register_script(FORGET_COPIED)
+        self._forget_plays = redis.register_script(FORGET_PLAYS)
 
     async def claimed_channel(self, session_id: str, media_id: int, ttl_seconds: int) -> int | None:
         """The channel of the media a bound session plays (renewing the binding), or None
@@ -151,6 +179,7 @@ class PlaybackScripts:
             keys += [counter_key(self.keys, counter) for counter in counters[1:]]
             for counter in counters:
                 args += [counter.token, counter.retention_seconds]
+        args += [beat.played_ms, "" if beat.viewer_id is None else beat.viewer_id, WATCH_GAP_CAP_MS]
         reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms)
         status = reply[0].decode()
         if status == "conflict":
@@ -196,7 +225,7 @@ class PlaybackScripts:
     async def read_raw(self, counters: Sequence[Counter]) -> list[RawCounter]:
         async with self.redis.pipeline(transaction=False) as pipe:
             for counter in counters:
-                pipe.hmget(counter_key(self.keys, counter), "id", "n", "peak")
+                pipe.hmget(counter_key(self.keys, counter), "id", "n", "peak", "w", "u")
             return [tuple(reply) for reply in await pipe.execute()]
 
     async def read(self, counters: Sequence[Counter]) -> list[CounterValue | None]:
@@ -210,9 +239,43 @@ class PlaybackScripts:
             args += [counter.token, *(field or b"" for field in raw)]
         return int(await self._forget(keys=keys, args=args))
 
+    async def read_plays(self, channel_id: int, session_ids: Sequence[str]) -> list[RawPlay]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                pipe.hmget(session_key(self.keys, channel_id, session_id), "media", "st", "lp", "w", "vw")
+            return [tuple(reply) for reply in await pipe.execute()]
+
+    async def forget_plays(self, channel_id: int, copied: Sequence[tuple[str, RawPlay]]) -> int:
+        """Remove copied plays from the channel's dirty set unless they changed since; how many remain."""
+        keys = [
+            dirty_key(self.keys, channel_id),
+            *(session_key(self.keys, channel_id, session) for session, _ in copied),
+        ]
+        args: list[bytes | str] = []
+        for session, raw in copied:
+            args += [PLAY_TOKEN_PREFIX + session, raw[2] or b"", raw[3] or b""]
+        return int(await self._forget_plays(keys=keys, args=args))
+
 
 def value_of(counter: Counter, raw: RawCounter) -> CounterValue | None:
-    generation, plays, peak = raw
+    generation, plays, peak, watch_ms, unique_viewers = raw
     if generation is None:
         return None
-    return CounterValue(counter, int(generation), int(plays or 0), int(peak or 0))
+    return CounterValue(
+        counter, int(generation), int(plays or 0), int(peak or 0), int(watch_ms or 0), int(unique_viewers or 0)
+    )
+
+
+def play_of(channel_id: int, session_id: str, raw: RawPlay) -> PlayValue | None:
+    media, started, last, watch_ms, viewer = raw
+    if media is None or started is None or last is None:
+        return None
+    return PlayValue(
+        session_id=session_id,
+        media_id=int(media),
+        channel_id=channel_id,
+        viewer_id=int(viewer) if viewer else None,
+        started_ms=int(started),
+        last_ms=int(last),
+        watch_ms=int(watch_ms or 0),
+    )
