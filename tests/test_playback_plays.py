@@ -9,10 +9,11 @@ from sqlalchemy import text
 
 from mediagraph.db.playback import partition_days
 from mediagraph.ids import decode_id
+from mediagraph.keys.playback import domain_pattern
 from mediagraph.keys.playback.scripts import PlayValue
 from mediagraph.workers import playback as worker
 from tests.support.factories import create_user
-from tests.support.playback import REPORT, make_channel, new_session, report
+from tests.support.playback import REPORT, iso, make_channel, new_session, report, stream_stats
 
 PLAY_ROWS = text(
     "SELECT id, media_id, channel_id, viewer_id, started_at, last_heartbeat_at, watch_ms, xmin::text AS version "
@@ -23,6 +24,11 @@ PLAY_ROWS = text(
 async def play_rows(services, channel_id: int) -> list[dict]:
     async with services.databases.main_session() as session:
         return [dict(row._mapping) for row in await session.execute(PLAY_ROWS, {"channel": channel_id})]
+
+
+async def forget_redis(services) -> None:
+    async for key in services.redis.scan_iter(match=domain_pattern(services.keys), count=1000):
+        await services.redis.delete(key)
 
 
 async def roll_up_everything(services) -> None:
@@ -151,3 +157,85 @@ async def test_expired_partitions_are_dropped_and_upcoming_ones_made(gql, http, 
 
 async def _partition_days(services) -> list[date]:
     return await partition_days(services.databases.main_reads)
+
+
+OWNER_FIGURES = """
+query($media: ID!, $granularity: PlaybackGranularity!, $from: DateTime, $to: DateTime) {
+  playbackStats(mediaId: $media) {
+    total watchSeconds averageViewDurationSeconds
+    series(granularity: $granularity, from: $from, to: $to) {
+      start count watchSeconds averageViewDurationSeconds uniqueViewers
+    }
+  }
+}
+"""
+
+
+async def owner_figures(gql, token, media_id, granularity, start, end):
+    variables = {"media": media_id, "granularity": granularity, "from": iso(start), "to": iso(end)}
+    return (await gql.ok(OWNER_FIGURES, variables, token=token))["playbackStats"]
+
+
+async def test_watch_time_of_a_play_spanning_midnight_counts_in_each_bucket(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    start = datetime(2031, 6, 4, 23, 59, 50, tzinfo=UTC)
+    await heartbeats(gql, clock, new_session(), media_id, start, [0, 5, 10, 15, 20])
+    midnight = datetime(2031, 6, 5, tzinfo=UTC)
+    for rolled_up in (False, True):
+        days = await owner_figures(gql, channel.token, media_id, "DAY", midnight - timedelta(days=1), midnight)
+        hours = await owner_figures(gql, channel.token, media_id, "HOUR", midnight - timedelta(hours=1), midnight)
+        # Heartbeats at 23:59:55 (5 s) on the first day; at 00:00:00, :05 and :10 on the next.
+        series = (await owner_figures(gql, channel.token, media_id, "DAY", start, midnight + timedelta(days=1)))[
+            "series"
+        ]
+        assert [bucket["watchSeconds"] for bucket in series] == [5.0, 15.0], rolled_up
+        assert [bucket["averageViewDurationSeconds"] for bucket in series] == [5.0, 15.0]
+        series = (await owner_figures(gql, channel.token, media_id, "HOUR", start, midnight + timedelta(hours=1)))[
+            "series"
+        ]
+        assert [bucket["watchSeconds"] for bucket in series] == [5.0, 15.0]
+        assert days["watchSeconds"] == hours["watchSeconds"] == 20.0
+        assert days["averageViewDurationSeconds"] == 20.0
+        if not rolled_up:
+            await roll_up_everything(services)
+            await forget_redis(services)
+
+
+async def test_owner_figures_are_the_channel_owners_alone(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    viewer_token, _ = await create_user(gql)
+    start = datetime(2031, 6, 6, 10, 0, 1, tzinfo=UTC)
+    # The same signed-in viewer in two sessions, and two anonymous sessions.
+    await heartbeats(gql, clock, new_session(), media_id, start, [0, 5], token=viewer_token)
+    await heartbeats(gql, clock, new_session(), media_id, start, [10, 15], token=viewer_token)
+    await heartbeats(gql, clock, new_session(), media_id, start, [20, 25])
+    await heartbeats(gql, clock, new_session(), media_id, start, [30, 35])
+    minute = datetime(2031, 6, 6, 10, 0, tzinfo=UTC)
+    await roll_up_everything(services)
+    await forget_redis(services)
+    figures = await owner_figures(gql, channel.token, media_id, "MINUTE", minute, minute + timedelta(minutes=1))
+    [bucket] = figures["series"]
+    assert bucket["count"] == 4
+    assert bucket["uniqueViewers"] == 3
+    assert bucket["watchSeconds"] == 20.0
+    assert bucket["averageViewDurationSeconds"] == 5.0
+
+    variables = {
+        "media": media_id,
+        "granularity": "MINUTE",
+        "from": iso(minute),
+        "to": iso(minute + timedelta(minutes=1)),
+    }
+    for token in (viewer_token, None):
+        assert await gql.error_code(OWNER_FIGURES, variables, token=token) == "FORBIDDEN"
+    # Public figures stay public.
+    stats = await stream_stats(gql, media_id, "MINUTE", minute, minute + timedelta(minutes=1))
+    assert stats["total"] == 4
+    channel_figures = await gql.ok(
+        "query($user: ID!) { channelStats(userId: $user) { watchSeconds averageViewDurationSeconds } }",
+        {"user": channel.user["id"]},
+        token=channel.token,
+    )
+    assert channel_figures["channelStats"] == {"watchSeconds": 20.0, "averageViewDurationSeconds": 5.0}

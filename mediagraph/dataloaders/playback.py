@@ -21,26 +21,37 @@ REDIS_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
 class Figures:
     plays: int
     peak: int
+    watch_ms: int = 0
+    unique_viewers: int = 0
 
 
-def merge(durable: Iterable[tuple[int, int, int]], live: CounterValue | None) -> Figures:
-    """One counter's figures from its PostgreSQL rows (generation, plays, peak) and Redis.
+# A counter's PostgreSQL row of one generation: generation, plays, peak, watch ms, unique viewers.
+DurableRow = tuple[int, int, int, int, int]
+
+
+def merge(durable: Iterable[DurableRow], live: CounterValue | None) -> Figures:
+    """One counter's figures from its PostgreSQL rows and Redis.
 
     Generations Redis no longer holds are complete in PostgreSQL; for the one it holds,
     Redis is at least as new (its values only grow), unless the roll-up got there first.
+    Distinct viewers of two generations may overlap; their sum bounds them from above.
     """
-    plays = peak = 0
-    live_plays = 0
-    for generation, row_plays, row_peak in durable:
+    plays = peak = watch_ms = unique = 0
+    live_plays = live_watch = live_unique = 0
+    for generation, row_plays, row_peak, row_watch, row_unique in durable:
         peak = max(peak, row_peak)
         if live is not None and generation == live.generation:
-            live_plays = row_plays
+            live_plays, live_watch, live_unique = row_plays, row_watch, row_unique
         else:
             plays += row_plays
+            watch_ms += row_watch
+            unique += row_unique
     if live is not None:
         live_plays = max(live_plays, live.plays)
+        live_watch = max(live_watch, live.watch_ms)
+        live_unique = max(live_unique, live.unique_viewers)
         peak = max(peak, live.peak)
-    return Figures(plays + live_plays, peak)
+    return Figures(plays + live_plays, peak, watch_ms + live_watch, unique + live_unique)
 
 
 async def read_counters(services: Services, counters: Sequence[Counter]) -> list[CounterValue | None]:
@@ -53,15 +64,15 @@ async def read_counters(services: Services, counters: Sequence[Counter]) -> list
         return [None] * len(counters)
 
 
-class PlaybackTotalByEntityLoader(Loader[Entity, int]):
-    """All-time plays of streams and channels."""
+class PlaybackTotalByEntityLoader(Loader[Entity, Figures]):
+    """All-time plays and watch time of streams and channels."""
 
-    async def load_batch(self, keys: list[Entity]) -> Sequence[int]:
+    async def load_batch(self, keys: list[Entity]) -> Sequence[Figures]:
         wanted = [(entity.kind.value, entity.id) for entity in keys]
         kinds, ids = [kind for kind, _ in wanted], [entity_id for _, entity_id in wanted]
         rows = await self.context.services.databases.main_reads.fetch(PLAYBACK_TOTALS_OF, kinds, ids)
-        durable: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        for kind, entity_id, generation, plays in rows:
-            durable.setdefault((kind, entity_id), []).append((generation, plays, 0))
+        durable: dict[tuple[str, int], list[DurableRow]] = {}
+        for kind, entity_id, generation, plays, watch_ms in rows:
+            durable.setdefault((kind, entity_id), []).append((generation, plays, 0, watch_ms, 0))
         live = await read_counters(self.context.services, [Counter(entity) for entity in keys])
-        return [merge(durable.get(wanted_key, []), value).plays for wanted_key, value in zip(wanted, live, strict=True)]
+        return [merge(durable.get(wanted_key, []), value) for wanted_key, value in zip(wanted, live, strict=True)]

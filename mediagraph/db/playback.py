@@ -59,7 +59,7 @@ class PlaybackBucket(MainTable, table=True):
 
 # Every generation's all-time plays of some streams and channels (asyncpg: kinds, ids, pairwise).
 PLAYBACK_TOTALS_OF = (
-    "SELECT t.entity_kind, t.entity_id, t.generation, t.plays FROM playback_totals t "
+    "SELECT t.entity_kind, t.entity_id, t.generation, t.plays, t.watch_ms FROM playback_totals t "
     "JOIN unnest($1::text[], $2::bigint[]) AS wanted(kind, id) ON t.entity_kind = wanted.kind AND t.entity_id = wanted.id"
 )
 

@@ -20,6 +20,7 @@ from sqlmodel import col
 from mediagraph.context import Context
 from mediagraph.dataloaders.playback import (
     REDIS_UNREACHABLE,
+    DurableRow,
     Figures,
     PlaybackTotalByEntityLoader,
     merge,
@@ -27,7 +28,7 @@ from mediagraph.dataloaders.playback import (
 )
 from mediagraph.dataloaders.users import UserByIdLoader
 from mediagraph.db.playback import PlaybackBucket
-from mediagraph.errors import BadUserInput, Conflict, NotFound, RateLimited, ServiceUnavailable
+from mediagraph.errors import BadUserInput, Conflict, Forbidden, NotFound, RateLimited, ServiceUnavailable
 from mediagraph.keys.playback import (
     RETENTION_SECONDS,
     Counter,
@@ -80,6 +81,8 @@ class BucketFigures:
     end: datetime
     plays: int
     peak: int
+    watch_ms: int
+    unique_viewers: int
 
 
 def _scripts(services: Services) -> PlaybackScripts:
@@ -197,6 +200,22 @@ async def channel_of(context: Context, user_id: int) -> Entity:
 
 
 async def total(context: Context, entity: Entity) -> int:
+    return (await context.loader(PlaybackTotalByEntityLoader).load(entity)).plays
+
+
+def require_owner(context: Context, entity: Entity) -> None:
+    """Watch time, view duration, distinct viewers and plays are the channel owner's alone."""
+    if context.viewer_id != entity.channel:
+        raise Forbidden("Only the channel's owner sees watch time, view duration, viewers and plays.")
+
+
+def average_seconds(watch_ms: int, plays: int) -> float:
+    return watch_ms / 1000 / plays if plays else 0.0
+
+
+async def watch_totals(context: Context, entity: Entity) -> Figures:
+    """All-time plays and watch time, for the owner."""
+    require_owner(context, entity)
     return await context.loader(PlaybackTotalByEntityLoader).load(entity)
 
 
@@ -249,6 +268,8 @@ async def series(
                 col(PlaybackBucket.generation),
                 col(PlaybackBucket.plays),
                 col(PlaybackBucket.peak),
+                col(PlaybackBucket.watch_ms),
+                col(PlaybackBucket.unique_viewers),
             ).where(
                 col(PlaybackBucket.entity_kind) == entity.kind.value,
                 col(PlaybackBucket.entity_id) == entity.id,
@@ -257,9 +278,9 @@ async def series(
                 col(PlaybackBucket.bucket_start) < bucket_start(last, granularity),
             )
         )
-        durable: dict[datetime, list[tuple[int, int, int]]] = {}
-        for started, generation, plays, peak in rows:
-            durable.setdefault(started, []).append((generation, plays, peak))
+        durable: dict[datetime, list[DurableRow]] = {}
+        for started, generation, plays, peak, watch_ms, unique_viewers in rows:
+            durable.setdefault(started, []).append((generation, plays, peak, watch_ms, unique_viewers))
     # Redis only holds buckets younger than their retention, and none ahead of the clock
     # (give or take another process's clock).
     now = services.clock()
@@ -271,5 +292,14 @@ async def series(
     for index in range(first, last):
         started = bucket_start(index, granularity)
         merged: Figures = merge(durable.get(started, []), live.get(index))
-        figures.append(BucketFigures(started, bucket_start(index + 1, granularity), merged.plays, merged.peak))
+        figures.append(
+            BucketFigures(
+                started,
+                bucket_start(index + 1, granularity),
+                merged.plays,
+                merged.peak,
+                merged.watch_ms,
+                merged.unique_viewers,
+            )
+        )
     return figures

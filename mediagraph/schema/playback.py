@@ -16,7 +16,7 @@ from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
-from mediagraph.schema.extensions import SHARED_STATE
+from mediagraph.schema.extensions import SHARED_STATE, VIEWER_DEPENDENT
 from mediagraph.schema.relay import BuiltByName, Node, register_node
 from mediagraph.schema.scalars import Count
 from mediagraph.subscriptions import playback as live
@@ -71,9 +71,48 @@ class PlaybackBucket:
     count: Count = strawberry.field(description="Sessions that played in the bucket, each counted once.")
     peak: Count = strawberry.field(description="The most concurrent viewers seen in the bucket.")
 
+    entity: strawberry.Private[Entity]
+    watch_ms: strawberry.Private[int]
+    unique_viewer_count: strawberry.Private[int]
+
     @classmethod
-    def from_figures(cls, figures: BucketFigures) -> PlaybackBucket:
-        return cls(start=figures.start, end=figures.end, count=figures.plays, peak=figures.peak)
+    def from_figures(cls, entity: Entity, figures: BucketFigures) -> PlaybackBucket:
+        return cls(
+            start=figures.start,
+            end=figures.end,
+            count=figures.plays,
+            peak=figures.peak,
+            entity=entity,
+            watch_ms=figures.watch_ms,
+            unique_viewer_count=figures.unique_viewers,
+        )
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="Seconds watched, counted at each heartbeat's time (gaps between a session's heartbeats, "
+        "each at most 10 s). The channel owner's only; others get FORBIDDEN.",
+    )
+    def watch_seconds(self, info: Info[Context, None]) -> float:
+        resolvers.require_owner(info.context, self.entity)
+        return self.watch_ms / 1000
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="`watchSeconds` over the sessions that played in the bucket (`count`); 0 without any. "
+        "The channel owner's only; others get FORBIDDEN.",
+    )
+    def average_view_duration_seconds(self, info: Info[Context, None]) -> float:
+        resolvers.require_owner(info.context, self.entity)
+        return resolvers.average_seconds(self.watch_ms, self.count)
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="Distinct viewers in the bucket: signed-in viewers once each, every anonymous session as one. "
+        "The channel owner's only; others get FORBIDDEN.",
+    )
+    def unique_viewers(self, info: Info[Context, None]) -> Count:
+        resolvers.require_owner(info.context, self.entity)
+        return self.unique_viewer_count
 
 
 @strawberry.type(description="Playback statistics of a stream (a media) or a channel (an uploader's media together).")
@@ -83,6 +122,23 @@ class PlaybackStats:
     @strawberry.field(description="Plays ever started (sessions).")
     async def total(self, info: Info[Context, None]) -> Count:
         return await resolvers.total(info.context, self.entity)
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="Seconds ever watched (gaps between a session's heartbeats, each at most 10 s). "
+        "The channel owner's only; others get FORBIDDEN.",
+    )
+    async def watch_seconds(self, info: Info[Context, None]) -> float:
+        return (await resolvers.watch_totals(info.context, self.entity)).watch_ms / 1000
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="`watchSeconds` over all plays ever started (`total`); 0 without any. "
+        "The channel owner's only; others get FORBIDDEN.",
+    )
+    async def average_view_duration_seconds(self, info: Info[Context, None]) -> float:
+        figures = await resolvers.watch_totals(info.context, self.entity)
+        return resolvers.average_seconds(figures.watch_ms, figures.plays)
 
     @strawberry.field(
         description=(
@@ -107,7 +163,7 @@ class PlaybackStats:
         to: datetime | None = None,
     ) -> list[PlaybackBucket]:
         figures = await resolvers.series(info.context, self.entity, granularity=granularity, start=from_, end=to)
-        return [PlaybackBucket.from_figures(bucket) for bucket in figures]
+        return [PlaybackBucket.from_figures(self.entity, bucket) for bucket in figures]
 
 
 @strawberry.type(
