@@ -41,6 +41,9 @@ VARIABLES = "query($first: Int!, $tags: [String!]) { mediaList(first: $first, ta
 LITERAL_LIMIT = "{ mediaList(first: 101) { edges { cursor } } }"
 ABSTRACT = "query($id: ID!) { node(id: $id) { __typename id ... on Media { title } } }"
 DIRECTIVE = "query($full: Boolean!) { me { id username @include(if: $full) } }"
+# A non-null field whose resolver fails before its first wait, beside a nullable one that fails too:
+# graphql-core starts every sibling before any coroutine runs, so both errors are reported.
+SIBLING_ERRORS = '{ mediaList(first: 1, after: "forged") { edges { cursor } } post(id: "") { id } }'
 
 
 def _scope(app, token):
@@ -100,6 +103,7 @@ async def data(http, gql):
         (LITERAL_LIMIT, lambda d: {}, False, True),
         (ABSTRACT, lambda d: {"id": d["media"][2]["id"]}, False, False),
         (DIRECTIVE, lambda d: {"full": True}, True, False),
+        (SIBLING_ERRORS, lambda d: {}, False, True),
     ],
 )
 async def test_plan_answers_exactly_as_strawberry(app, services, data, query, variables, as_viewer, compiled):

@@ -119,6 +119,11 @@ class PlanExecution:
                         waiting_on = result.send(None)
                     except StopIteration as finished:
                         result = finished.value
+                    except Exception as raw_error:
+                        # graphql-core meets a coroutine's failure only once every sibling has
+                        # started: raised here, a non-null field's error would skip the siblings
+                        # after it (and their errors), and a nullable one's would come too early.
+                        return self.complete_awaitable(completion, field, info, path, _failed(raw_error))
                     else:
                         if isfuture(waiting_on):
                             # Taken, as a task takes it, so another resolver may await the same future.
@@ -261,6 +266,10 @@ async def _settle(values: Any, pending: list[Any]) -> Any:
         for key, value in zip(pending, settled, strict=True):
             values[key] = value
     return values
+
+
+async def _failed(error: Exception) -> Any:
+    raise error
 
 
 @types.coroutine
