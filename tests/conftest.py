@@ -32,7 +32,7 @@ from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
 from tests.support.servers import LiveServers
 
-pytest_plugins = ["tests.support.browser"]
+pytest_plugins = ["tests.support.browser", "tests.support.suites"]
 
 RUN_ID = uuid.uuid4().hex[:10]
 PHYSICAL_SHARDS = 2
