@@ -8,6 +8,7 @@ from mediagraph.ids import to_global_id
 from mediagraph.keys.events import engagement_stream
 from tests.support.comments import physical_of, raw_comment_ref, raw_media_id, shard_execute, stored_comments
 from tests.support.factories import ADD_COMMENT, add_comment, create_media, create_user
+from tests.support.graphql import error_extensions
 
 THREAD = """
 query($id: ID!, $first: Int, $after: String) {
@@ -102,7 +103,7 @@ async def test_replies_deeper_than_five_levels_are_rejected(gql, author, media):
         assert comment["depth"] == level
         parent_id = comment["id"]
     result = await gql(ADD_COMMENT, {"mediaId": media["id"], "content": "too deep", "parentId": parent_id}, token=token)
-    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": "parentId"}
+    assert error_extensions(result) == {"code": "BAD_USER_INPUT", "argument": "parentId"}
     assert "5 levels" in result["errors"][0]["message"]
 
 
@@ -214,7 +215,7 @@ async def test_reply_to_deleted_parent_is_rejected(gql, author, media):
     await gql.ok(DELETE, {"id": parent["id"]}, token=token)
     variables = {"mediaId": media["id"], "content": "late reply", "parentId": parent["id"]}
     result = await gql(ADD_COMMENT, variables, token=token)
-    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": "parentId"}
+    assert error_extensions(result) == {"code": "BAD_USER_INPUT", "argument": "parentId"}
 
 
 async def test_keyset_pages_walk_the_whole_thread_without_gaps_or_repeats(gql, author, media):
@@ -294,7 +295,7 @@ async def test_page_numbers_count_only_as_far_as_the_block_of_buttons(gql, servi
 )
 async def test_page_number_and_size_are_bounded(gql, media, page, size, argument):
     result = await gql(PAGE, {"id": media["id"], "page": page, "size": size})
-    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": argument}
+    assert error_extensions(result) == {"code": "BAD_USER_INPUT", "argument": argument}
 
 
 async def test_comments_are_nodes_with_composite_ids(gql, author, media):

@@ -6,6 +6,7 @@ from mediagraph.ids import decode_id, snowflake_time
 from mediagraph.keys.feeds import Entry, author_feed, floor_marker
 from tests.support.apps import app_with, private_prefix
 from tests.support.factories import create_media, create_post, create_user
+from tests.support.graphql import error_extensions
 
 CREATE = "mutation($text: String!, $mediaId: ID) { createPost(text: $text, mediaId: $mediaId) { id text createdAt author { username } media { title } } }"
 DELETE = "mutation($id: ID!) { deletePost(id: $id) { id } }"
@@ -66,7 +67,7 @@ async def test_post_text_up_to_300_characters_is_accepted(gql, text):
 async def test_bad_post_text_is_rejected(gql, text):
     token, _ = await create_user(gql)
     result = await gql(CREATE, {"text": text}, token=token)
-    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": "text"}
+    assert error_extensions(result) == {"code": "BAD_USER_INPUT", "argument": "text"}
 
 
 async def test_posting_needs_a_login(gql):

@@ -12,6 +12,7 @@ from tests.support.factories import (
     service_token,
     submit_score,
 )
+from tests.support.graphql import error_extensions
 
 NODES = """
 query Nodes($ids: [ID!]!) {
@@ -56,7 +57,7 @@ async def test_nodes_refuses_more_ids_than_a_page_with_a_code(gql, settings):
     assert len((await gql.ok(NODES, {"ids": [user["id"]] * limit}))["nodes"]) == limit
     result = await gql(NODES, {"ids": [user["id"]] * (limit + 1)})
     assert result["data"] is None
-    assert result["errors"][0]["extensions"] == {"code": "BAD_USER_INPUT", "argument": "ids", "limit": limit}
+    assert error_extensions(result) == {"code": "BAD_USER_INPUT", "argument": "ids", "limit": limit}
 
 
 async def test_a_malformed_id_is_bad_input_not_an_internal_error(gql):

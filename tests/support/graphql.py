@@ -11,6 +11,12 @@ import httpx
 import websockets
 
 
+def error_extensions(result: dict[str, Any]) -> dict[str, Any]:
+    """The first error's `extensions` without `requestId`, which differs on every request."""
+    extensions: dict[str, Any] = result["errors"][0]["extensions"]
+    return {key: value for key, value in extensions.items() if key != "requestId"}
+
+
 class GraphQLClient:
     def __init__(self, http: httpx.AsyncClient) -> None:
         self.http = http
