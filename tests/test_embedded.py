@@ -48,7 +48,9 @@ def test_serve_with_nothing_configured_starts_embedded_servers_and_reuses_data(t
     first = _serve(data_dir, port)
     try:
         ready = wait_ready(base, first)
-        assert ready["checks"] == {"postgres": True, "redis": True, "shards": [True, True]}
+        checks = ready["checks"]
+        assert (checks["postgres"], checks["redis"]) == ({"ok": True}, {"ok": True})
+        assert checks["shards"] == [{"ok": True, "shard": 0}, {"ok": True, "shard": 1}]
         page = httpx.get(f"{base}/graphql", headers={"accept": "text/html"})
         assert "graphiql" in page.text.lower()
         created = httpx.post(f"{base}/graphql", json={"query": REGISTER}).json()
@@ -124,7 +126,9 @@ def test_several_processes_share_the_embedded_servers_the_parent_started(tmp_pat
     )
     try:
         ready = wait_ready(base, process)
-        assert ready["checks"] == {"postgres": True, "redis": True, "shards": [True, True]}
+        checks = ready["checks"]
+        assert (checks["postgres"], checks["redis"]) == ({"ok": True}, {"ok": True})
+        assert checks["shards"] == [{"ok": True, "shard": 0}, {"ok": True, "shard": 1}]
         for _ in range(4):
             # New connections, so both processes answer some: each reaches the same servers.
             assert httpx.post(f"{base}/graphql", json={"query": "{ me { id } }"}).json() == {"data": {"me": None}}
