@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
-from mediagraph.ids import decode_id, snowflake_floor
+from mediagraph.ids import decode_id, snowflake_floor, to_global_id
 from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
 from mediagraph.resolvers.hot.days import media_day, rebuild_day, scores_from_database
@@ -239,3 +239,27 @@ async def test_rebuilding_a_past_day_keeps_only_its_top_10(services):
     day = datetime.now(UTC).date() - timedelta(days=2)
     await rebuild_day(services, day)
     assert await services.redis.get(day_state(services.keys, day)) == b"final"
+
+
+HOT_DAY_ID = "query($date: Date) { hotMedia(date: $date) { id date } }"
+NODE = "query($id: ID!) { node(id: $id) { __typename id ... on HotMediaDay { date entries { media { id } } } } }"
+
+
+async def test_a_hot_media_day_is_a_node_named_by_its_date(gql, http, services, owner, today):
+    (liked,) = await media_of(http, owner, 1)
+    await publish(services, EngagementKind.LIKE, liked)
+    await drain(services)
+    day = (await gql.ok(HOT_DAY_ID, {"date": today.isoformat()}))["hotMedia"]
+    assert day["id"] == (await gql.ok(HOT_DAY_ID))["hotMedia"]["id"]
+    found = (await gql.ok(NODE, {"id": day["id"]}))["node"]
+    assert found == {
+        "__typename": "HotMediaDay",
+        "id": day["id"],
+        "date": today.isoformat(),
+        "entries": [{"media": {"id": liked}}],
+    }
+
+    long_ago = to_global_id("HotMediaDay", 20200101)
+    not_a_date = to_global_id("HotMediaDay", 20261341)
+    for missing in (long_ago, not_a_date):
+        assert (await gql.ok(NODE, {"id": missing}))["node"] is None

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import session_claim_key
 from tests.support.playback import (
     REPORT,
@@ -336,3 +337,32 @@ async def test_media_and_user_carry_their_playback_stats(gql, http, clock):
     assert data["media"]["playbackStats"] == {"total": 2, "concurrent": 2}
     assert data["media"]["uploader"]["channelStats"] == {"total": 3, "concurrent": 3}
     assert data["user"]["channelStats"] == {"total": 3}
+
+
+STATS_NODES = """
+query($media: ID!, $user: ID!) {
+  playbackStats(mediaId: $media) { id currentMinute { start count peak } }
+  channelStats(userId: $user) { id }
+}
+"""
+NODE = "query($id: ID!) { node(id: $id) { __typename id ... on PlaybackStats { total concurrent } } }"
+
+
+async def test_playback_stats_are_nodes_named_by_their_subject(gql, http, clock):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    clock.set(datetime(2031, 5, 2, 9, 30, 20, tzinfo=UTC))
+    await report(gql, new_session(), media_id)
+    await report(gql, new_session(), media_id)
+
+    data = await gql.ok(STATS_NODES, {"media": media_id, "user": channel.user["id"]})
+    stream, channel_figures = data["playbackStats"], data["channelStats"]
+    assert stream["currentMinute"] == {"start": iso(datetime(2031, 5, 2, 9, 30, tzinfo=UTC)), "count": 2, "peak": 2}
+    assert stream["id"] != channel_figures["id"]
+    again = await gql.ok(STATS_NODES, {"media": media_id, "user": channel.user["id"]})
+    assert again["playbackStats"]["id"] == stream["id"]
+
+    for stats in (stream, channel_figures):
+        found = (await gql.ok(NODE, {"id": stats["id"]}))["node"]
+        assert found == {"__typename": "PlaybackStats", "id": stats["id"], "total": 2, "concurrent": 2}
+    assert (await gql.ok(NODE, {"id": to_global_id("PlaybackStats", 1, 999_999_999)}))["node"] is None

@@ -303,3 +303,11 @@ async def series(
             )
         )
     return figures
+
+
+async def current_minute(context: Context, entity: Entity) -> BucketFigures:
+    """The UTC minute running now, as `series` reports it."""
+    index = bucket_at(context.services.clock(), Granularity.MINUTE)
+    start, end = bucket_start(index, Granularity.MINUTE), bucket_start(index + 1, Granularity.MINUTE)
+    [figures] = await series(context, entity, granularity=Granularity.MINUTE, start=start, end=end)
+    return figures

@@ -11,7 +11,7 @@ from strawberry.tools import merge_types
 
 from mediagraph.schema.comments import Comment, CommentMutations, CommentPage, CommentSubscriptions
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
-from mediagraph.schema.hot import HotQueries
+from mediagraph.schema.hot import HotMediaDay, HotQueries
 from mediagraph.schema.leaderboards import (
     Leaderboard,
     LeaderboardDefinition,
@@ -27,6 +27,7 @@ from mediagraph.schema.playback import (
     LiveViewers,
     PlaybackMutations,
     PlaybackQueries,
+    PlaybackStats,
     PlaybackSubscriptions,
 )
 from mediagraph.schema.users import User, UserMutations, UserQueries
@@ -71,4 +72,6 @@ NODE_TYPES: list[Any] = [
     LeaderboardEntry,
     LiveViewers,
     LiveChannelViewers,
+    HotMediaDay,
+    PlaybackStats,
 ]

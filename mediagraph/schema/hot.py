@@ -6,9 +6,12 @@ import strawberry
 from strawberry.types import Info
 
 from mediagraph.context import Context
+from mediagraph.errors import BadUserInput
+from mediagraph.ids import to_global_id
 from mediagraph.resolvers import hot as resolvers
 from mediagraph.resolvers.hot import HotDay
 from mediagraph.schema.media import Media
+from mediagraph.schema.relay import Node, register_node
 
 
 @strawberry.type
@@ -20,8 +23,13 @@ class HotMediaEntry:
     media: Media
 
 
+def day_number(day: date) -> int:
+    """A day as the number a HotMediaDay id carries: 2026-11-25 is 20261125."""
+    return day.year * 10_000 + day.month * 100 + day.day
+
+
 @strawberry.type(description="The day's hottest media among those created that day (UTC).")
-class HotMediaDay:
+class HotMediaDay(Node):
     date: date
     final: bool = strawberry.field(description="True once the day is over and its top 10 no longer changes.")
     entries: list[HotMediaEntry] = strawberry.field(description="At most 10, hottest first; ties: newer media first.")
@@ -32,7 +40,24 @@ class HotMediaDay:
             HotMediaEntry(rank=entry.rank, score=entry.score, media=Media.from_row(entry.media))
             for entry in day.entries
         ]
-        return cls(date=day.day, final=day.final, entries=entries)
+        return cls(
+            id=strawberry.ID(to_global_id("HotMediaDay", day_number(day.day))),
+            date=day.day,
+            final=day.final,
+            entries=entries,
+        )
+
+
+async def _fetch_day(context: Context, number: int) -> HotMediaDay | None:
+    try:
+        day = date(number // 10_000, number // 100 % 100, number % 100)
+        return HotMediaDay.of(await resolvers.hot_media(context, day=day))
+    except (ValueError, BadUserInput):
+        # Not a date, or a day no longer kept: as missing as any other unknown id.
+        return None
+
+
+register_node("HotMediaDay", _fetch_day)
 
 
 @strawberry.type

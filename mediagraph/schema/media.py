@@ -109,7 +109,7 @@ class Media(Node):
 
     @strawberry.field(description="Playback statistics of this media (the stream); as `playbackStats(mediaId:)`.")
     def playback_stats(self) -> PlaybackStats:
-        return PlaybackStats(entity=Entity.stream(self.raw_id, self.owner_id))
+        return PlaybackStats.of(Entity.stream(self.raw_id, self.owner_id))
 
     @strawberry.field(
         description="Its concurrent viewers, the object `liveViewersUpdated` pushes. Null, with a "

@@ -11,7 +11,7 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.errors import NotFound
 from mediagraph.ids import decode_id, to_global_id
-from mediagraph.keys.playback import Entity, Granularity
+from mediagraph.keys.playback import Entity, Granularity, Kind
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers import users as user_resolvers
@@ -115,9 +115,18 @@ class PlaybackBucket:
         return self.unique_viewer_count
 
 
+# A PlaybackStats id names its subject: a stream by its media id, a channel by its user id.
+SUBJECT_CODES = {Kind.STREAM: 1, Kind.CHANNEL: 2}
+
+
 @strawberry.type(description="Playback statistics of a stream (a media) or a channel (an uploader's media together).")
-class PlaybackStats:
+class PlaybackStats(Node):
     entity: strawberry.Private[Entity]
+
+    @classmethod
+    def of(cls, entity: Entity) -> PlaybackStats:
+        # The id comes from the subject: a media's (or user's) statistics always have the same one.
+        return cls(id=strawberry.ID(to_global_id("PlaybackStats", SUBJECT_CODES[entity.kind], entity.id)), entity=entity)
 
     @strawberry.field(description="Plays ever started (sessions).")
     async def total(self, info: Info[Context, None]) -> Count:
@@ -164,6 +173,24 @@ class PlaybackStats:
     ) -> list[PlaybackBucket]:
         figures = await resolvers.series(info.context, self.entity, granularity=granularity, start=from_, end=to)
         return [PlaybackBucket.from_figures(self.entity, bucket) for bucket in figures]
+
+    @strawberry.field(description="The UTC minute running now: plays started in it and its peak concurrent viewers.")
+    async def current_minute(self, info: Info[Context, None]) -> PlaybackBucket:
+        return PlaybackBucket.from_figures(self.entity, await resolvers.current_minute(info.context, self.entity))
+
+
+async def _fetch_stats(context: Context, subject_code: int, raw_id: int) -> PlaybackStats | None:
+    try:
+        if subject_code == SUBJECT_CODES[Kind.STREAM]:
+            return PlaybackStats.of(await resolvers.stream_of(context, raw_id))
+        if subject_code == SUBJECT_CODES[Kind.CHANNEL]:
+            return PlaybackStats.of(await resolvers.channel_of(context, raw_id))
+    except NotFound:
+        return None
+    return None
+
+
+register_node("PlaybackStats", _fetch_stats, id_parts=2)
 
 
 @strawberry.type(
@@ -235,11 +262,11 @@ register_node("LiveChannelViewers", _fetch_live_channel_viewers)
 class PlaybackQueries:
     @strawberry.field(description="Playback statistics of one media (the stream).")
     async def playback_stats(self, info: Info[Context, None], media_id: strawberry.ID) -> PlaybackStats:
-        return PlaybackStats(entity=await resolvers.stream_of(info.context, decode_id(media_id, "Media")))
+        return PlaybackStats.of(await resolvers.stream_of(info.context, decode_id(media_id, "Media")))
 
     @strawberry.field(description="Playback statistics of everything a user uploaded (the channel).")
     async def channel_stats(self, info: Info[Context, None], user_id: strawberry.ID) -> PlaybackStats:
-        return PlaybackStats(entity=await resolvers.channel_of(info.context, decode_id(user_id, "User")))
+        return PlaybackStats.of(await resolvers.channel_of(info.context, decode_id(user_id, "User")))
 
 
 @strawberry.type

@@ -140,7 +140,7 @@ class User(Node):
 
     @strawberry.field(description="Playback statistics of everything this user uploaded (the channel).")
     def channel_stats(self) -> PlaybackStats:
-        return PlaybackStats(entity=Entity.of_channel(self.raw_id))
+        return PlaybackStats.of(Entity.of_channel(self.raw_id))
 
     @strawberry.field(
         description="Concurrent viewers of everything this user uploaded, the object `liveChannelViewersUpdated` "
