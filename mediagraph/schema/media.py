@@ -19,9 +19,10 @@ from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers import views as view_resolvers
 from mediagraph.resolvers.comments import threads as comment_reads
 from mediagraph.resolvers.media import TagMatch
+from mediagraph.resolvers.media import counts as count_resolvers
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
-from mediagraph.schema.extensions import ORIGIN_DEPENDENT, VIEWER_DEPENDENT
+from mediagraph.schema.extensions import ORIGIN_DEPENDENT, SHARED_STATE, VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
 from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node, requested
 from mediagraph.schema.scalars import Count
@@ -294,6 +295,20 @@ class MediaSubscriptions:
         self, info: Info[Context, None], tags: list[str] | None = None
     ) -> AsyncGenerator[Media, None]:
         async for row in resolvers.uploaded_media(info.context, tags=tags):
+            yield Media.from_row(row)
+
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
+        description=(
+            "Each of the media (at most 100) with its current counts at once, then again whenever its "
+            "viewCount, likeCount or commentCount changes: a few times a second at most, ending on the latest."
+        ),
+    )
+    async def media_counts(
+        self, info: Info[Context, None], media_ids: list[strawberry.ID]
+    ) -> AsyncGenerator[Media, None]:
+        watched = count_resolvers.watched_media_ids(media_ids)
+        async for row in count_resolvers.media_count_changes(info.context, watched):
             yield Media.from_row(row)
 
 

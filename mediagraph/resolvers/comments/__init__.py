@@ -37,6 +37,7 @@ from mediagraph.events import EngagementEvent, EngagementKind, publish_engagemen
 from mediagraph.keys.comments import comment_added_channel
 from mediagraph.resolvers.media import require_media
 from mediagraph.services import Services
+from mediagraph.subscriptions import media as media_live
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +174,11 @@ async def delete_comment(context: Context, *, media_id: int, comment_id: int) ->
 
 
 async def _announce(services: Services, event: EngagementEvent) -> None:
-    # The comment is committed either way; hot media just misses one event if Redis is away.
+    # The comment is committed either way; hot media and live counts just miss one event
+    # if Redis is away.
     try:
         await publish_engagement(services.redis, services.keys, event)
+        await media_live.counts_changed(services, event.media_id)
     except (RedisError, OSError) as error:
         log.warning("engagement event lost: %s", error)
 

@@ -30,6 +30,7 @@ from mediagraph.errors import NotFound, ServiceUnavailable
 from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
 from mediagraph.keys.views import Counted
 from mediagraph.resolvers.media import media_by_id, require_media
+from mediagraph.subscriptions import media as media_live
 from mediagraph.subscriptions import views as live
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,9 @@ async def _after_like_change(context: Context, media_id: int, delta: int) -> Non
     event = EngagementEvent(EngagementKind.LIKE, media_id, delta)
     try:
         await publish_engagement(context.services.redis, context.services.keys, event)
+        await media_live.counts_changed(context.services, media_id)
     except (RedisError, OSError) as error:
-        # The like is committed; only the hot-media score misses it.
+        # The like is committed; only the hot-media score and live counts miss it.
         log.warning("like event for media %s not published: %s", media_id, error)
 
 
