@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from mediagraph.db.media import Media
 from mediagraph.keys.media import media_counts_channel, media_uploaded_channel
@@ -30,7 +30,7 @@ async def counts_changed(services: Services, media_id: int) -> None:
     await services.bus.publish(media_counts_channel(services.keys, media_id), {"mediaId": media_id})
 
 
-async def count_notices(services: Services, media_ids: list[int]) -> AsyncIterator[set[int]]:
+async def count_notices(services: Services, media_ids: list[int]) -> AsyncGenerator[set[int], None]:
     """Which of `media_ids` may have new counts: all of them at once, then those that moved.
 
     Views announce on their own channel (coalesced per push interval by the counting

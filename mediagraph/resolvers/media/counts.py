@@ -9,6 +9,7 @@ media's `viewCount`, `likeCount` and `commentCount` resolve without reading agai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -53,22 +54,24 @@ async def media_count_changes(context: Context, media_ids: list[int]) -> AsyncIt
     if missing:
         raise NotFound(f"No such media: {', '.join(missing)}.", argument="mediaIds")
     pushed: dict[int, Counts] = {}
-    async for fired in live.count_notices(context.services, media_ids):
-        # Whatever an earlier round loaded is stale by now.
-        context.forget_loaded()
-        moved = [media_id for media_id in media_ids if media_id in fired]
-        if not moved:
-            continue
-        current = await _read_counts(context, moved)
-        rows = await context.loader(MediaByIdLoader).load_many(moved)
-        for media_id, row in zip(moved, rows, strict=True):
-            counts = current[media_id]
-            if row is None or pushed.get(media_id) == counts:
-                # Deleted since, or nothing this media shows has changed.
+    notices = contextlib.aclosing(live.count_notices(context.services, media_ids))
+    async with notices as fired_media:
+        async for fired in fired_media:
+            # Whatever an earlier round loaded is stale by now.
+            context.forget_loaded()
+            moved = [media_id for media_id in media_ids if media_id in fired]
+            if not moved:
                 continue
-            pushed[media_id] = counts
-            _prime(context, row, counts)
-            yield row
+            current = await _read_counts(context, moved)
+            rows = await context.loader(MediaByIdLoader).load_many(moved)
+            for media_id, row in zip(moved, rows, strict=True):
+                counts = current[media_id]
+                if row is None or pushed.get(media_id) == counts:
+                    # Deleted since, or nothing this media shows has changed.
+                    continue
+                pushed[media_id] = counts
+                _prime(context, row, counts)
+                yield row
 
 
 async def _read_counts(context: Context, media_ids: list[int]) -> dict[int, Counts]:
