@@ -11,7 +11,7 @@ from strawberry.tools import merge_types
 
 from mediagraph.schema.comments import Comment, CommentMutations, CommentPage, CommentSubscriptions
 from mediagraph.schema.feeds import FeedMutations, FeedQueries, FeedSubscriptions, Post
-from mediagraph.schema.hot import HotMediaDay, HotQueries
+from mediagraph.schema.hot import HotMediaDay, HotQueries, HotSubscriptions
 from mediagraph.schema.leaderboards import (
     Leaderboard,
     LeaderboardDefinition,
@@ -58,6 +58,7 @@ Subscription = merge_types(
         FeedSubscriptions,
         LeaderboardSubscriptions,
         PlaybackSubscriptions,
+        HotSubscriptions,
     ),
 )
 

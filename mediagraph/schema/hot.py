@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from datetime import date
 
 import strawberry
@@ -10,6 +11,7 @@ from mediagraph.errors import BadUserInput
 from mediagraph.ids import to_global_id
 from mediagraph.resolvers import hot as resolvers
 from mediagraph.resolvers.hot import HotDay
+from mediagraph.schema.extensions import SHARED_STATE
 from mediagraph.schema.media import Media
 from mediagraph.schema.relay import Node, register_node
 
@@ -69,3 +71,19 @@ class HotQueries:
     @strawberry.field(description="The hot media of each of the last `days` days, today first.")
     async def hot_media_history(self, info: Info[Context, None], days: int = 7) -> list[HotMediaDay]:
         return [HotMediaDay.of(day) for day in await resolvers.hot_media_history(info.context, days=days)]
+
+
+@strawberry.type
+class HotSubscriptions:
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
+        description=(
+            "The top 10 of `date` (UTC; by default today, moving on to each new day) at once, then whenever "
+            "it changes: an entry's score or place, or the day becoming final. At most once a second."
+        ),
+    )
+    async def hot_media_updated(
+        self, info: Info[Context, None], date: date | None = None
+    ) -> AsyncGenerator[HotMediaDay, None]:
+        async for day in resolvers.hot_media_updates(info.context, day=date):
+            yield HotMediaDay.of(day)

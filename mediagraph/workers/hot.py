@@ -28,6 +28,7 @@ from mediagraph.observability.metrics import Lag
 from mediagraph.pubsub.streams import group_backlog
 from mediagraph.resolvers.hot.days import (
     WEIGHTS,
+    announce_day,
     finalize_day,
     kept_days,
     kept_until,
@@ -157,7 +158,12 @@ async def apply(services: Services, messages: list[tuple[bytes, dict[bytes, byte
         for event_id, event in by_day[day]:
             args += [event_id, number, event.media_id, WEIGHTS[event.kind] * event.delta]
     applied, *missing = await APPLY.run(redis, keys, args)
-    for number in missing:
+    rebuilt = {days[int(number) - 1] for number in missing}
+    for day in rebuilt:
         # Its events stay pending for this consumer and are applied on a later step.
-        await rebuild_day(services, days[int(number) - 1], now=now)
+        await rebuild_day(services, day, now=now)
+    if applied:
+        # Listeners re-read the top themselves: one notice per day however many events.
+        for day in set(days) - rebuilt:
+            await announce_day(services, day)
     return int(applied)

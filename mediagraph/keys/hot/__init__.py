@@ -33,3 +33,8 @@ def day_state(keys: KeySpace, day: date) -> str:
 
 def day_rebuild_lock(keys: KeySpace, day: date) -> str:
     return keys.key("hot", _tag(keys), "rebuild", day.isoformat())
+
+
+def day_changed_channel(keys: KeySpace, day: date) -> str:
+    """The day's scores or state changed (events applied, rebuilt, finalised); listeners re-read the top."""
+    return keys.channel("hot", "day", day.isoformat())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import date
 
@@ -13,6 +15,7 @@ from mediagraph.db.media import Media
 from mediagraph.errors import BadUserInput
 from mediagraph.resolvers.hot.days import kept_days, read_top
 from mediagraph.settings import Settings
+from mediagraph.subscriptions import hot as live
 
 
 @dataclass(frozen=True)
@@ -58,3 +61,26 @@ async def hot_media_history(context: Context, *, days: int) -> list[HotDay]:
         raise BadUserInput(f"`days` must be between 1 and {kept}.", argument="days")
     wanted = kept_days(context.settings, utcnow())[:days]
     return list(await asyncio.gather(*(hot_media(context, day=day) for day in wanted)))
+
+
+async def hot_media_updates(context: Context, *, day: date | None) -> AsyncIterator[HotDay]:
+    """The day's top 10 at once, then whenever it changes (its order, a score, or it becoming final).
+
+    Without `day`, today (UTC): when the date changes the subscription moves on to the new day.
+    """
+    if day is not None:
+        _checked_day(context.settings, day)
+    shown: tuple[object, ...] | None = None
+    while True:
+        watching = day or kept_days(context.settings, utcnow())[0]
+        async with contextlib.aclosing(live.day_notices(context.services, watching)) as notices:
+            async for _ in notices:
+                # Rows an earlier round loaded may be stale by now.
+                context.forget_loaded()
+                current = await hot_media(context, day=watching)
+                state = (current.day, current.final, [(entry.media.id, entry.score) for entry in current.entries])
+                if state != shown:
+                    shown = state
+                    yield current
+                if day is None and kept_days(context.settings, utcnow())[0] != watching:
+                    break

@@ -18,7 +18,7 @@ from mediagraph.db.comments import store as comment_store
 from mediagraph.db.views import store as view_store
 from mediagraph.events import EngagementKind
 from mediagraph.ids import snowflake_floor, snowflake_time
-from mediagraph.keys.hot import day_rebuild_lock, day_scores, day_state
+from mediagraph.keys.hot import day_changed_channel, day_rebuild_lock, day_scores, day_state
 from mediagraph.keys.hot.lua import FINALIZE, READ_TOP
 from mediagraph.services import Services
 from mediagraph.settings import Settings
@@ -115,12 +115,21 @@ async def rebuild_day(services: Services, day: date, *, now: datetime | None = N
     finally:
         if await redis.get(lock) == token.encode():
             await redis.delete(lock)
+    await announce_day(services, day)
 
 
 async def finalize_day(services: Services, day: date) -> bool:
     keys = [day_scores(services.keys, day), day_state(services.keys, day)]
     expire_ms = _ms(kept_until(services.settings, day))
-    return bool(await FINALIZE.run(services.redis, keys, [TOP, expire_ms]))
+    finalized = bool(await FINALIZE.run(services.redis, keys, [TOP, expire_ms]))
+    if finalized:
+        await announce_day(services, day)
+    return finalized
+
+
+async def announce_day(services: Services, day: date) -> None:
+    """Tell `hotMediaUpdated` listeners that the day may look different now."""
+    await services.bus.publish(day_changed_channel(services.keys, day), {"day": day.isoformat()})
 
 
 async def read_top(services: Services, day: date) -> list[bytes]:
