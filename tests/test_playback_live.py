@@ -169,3 +169,73 @@ async def test_live_viewer_objects_carry_the_ids_queries_give_them(api, socket):
         "viewers": 2,
         "user": {"id": channel.user["id"]},
     }
+
+
+STREAM_STATS_UPDATED = """
+subscription($media: ID!) {
+  playbackStatsUpdated(mediaId: $media) { __typename id total concurrent currentMinute { start count peak } }
+}
+"""
+CHANNEL_STATS_UPDATED = """
+subscription($user: ID!) {
+  channelStatsUpdated(userId: $user) { __typename id total concurrent currentMinute { start count peak } }
+}
+"""
+STATS_ID = "query($media: ID!) { playbackStats(mediaId: $media) { id } }"
+
+
+async def stats_until(client, operation, field, **expected):
+    """Pushes until one whose figures include `expected` (currentMinute's as count and peak); returns it."""
+    deadline = time.monotonic() + 30
+    seen = []
+    while time.monotonic() < deadline:
+        message = await client.receive(timeout=max(deadline - time.monotonic(), 0.1))
+        assert message["id"] == operation, message
+        assert message["type"] == "next", message
+        stats = message["payload"]["data"][field]
+        figures = {**stats, "count": stats["currentMinute"]["count"], "peak": stats["currentMinute"]["peak"]}
+        seen.append(figures)
+        if all(figures[name] == value for name, value in expected.items()):
+            return stats
+    raise AssertionError(f"never saw {expected}: {seen}")
+
+
+async def test_playback_stats_updated_pushes_the_minute_peak_and_concurrent_viewers(api, socket):
+    channel = await make_channel(api, api.http)
+    media_id = channel.media[0]["id"]
+    operation = await socket.subscribe(STREAM_STATS_UPDATED, {"media": media_id})
+    first = await stats_until(socket, operation, "playbackStatsUpdated", total=0, concurrent=0, count=0, peak=0)
+    assert first["__typename"] == "PlaybackStats"
+    assert first["id"] == (await api.ok(STATS_ID, {"media": media_id}))["playbackStats"]["id"]
+
+    async with players(api) as group:
+        group.start(media_id, 2)
+        # Within whichever minute it is: both sessions counted in it and watched together.
+        live = await stats_until(socket, operation, "playbackStatsUpdated", total=2, concurrent=2, count=2, peak=2)
+        assert live["id"] == first["id"]
+    # Nobody reports any more: the sessions expire and the drop is pushed.
+    await stats_until(socket, operation, "playbackStatsUpdated", total=2, concurrent=0)
+
+
+async def test_channel_stats_updated_counts_every_stream_of_the_channel(api, socket):
+    channel = await make_channel(api, api.http, media=2)
+    operation = await socket.subscribe(CHANNEL_STATS_UPDATED, {"user": channel.user["id"]})
+    await stats_until(socket, operation, "channelStatsUpdated", total=0, concurrent=0)
+
+    async with players(api) as group:
+        group.start(channel.media[0]["id"], 1)
+        group.start(channel.media[1]["id"], 2)
+        await stats_until(socket, operation, "channelStatsUpdated", total=3, concurrent=3, count=3, peak=3)
+    await stats_until(socket, operation, "channelStatsUpdated", concurrent=0)
+
+
+async def test_stats_of_unknown_media_or_users_are_not_found(socket):
+    for document, variables in (
+        (STREAM_STATS_UPDATED, {"media": "TWVkaWE6OTk5OTk5OTk5OQ"}),
+        (CHANNEL_STATS_UPDATED, {"user": "VXNlcjo5OTk5OTk5OTk5"}),
+    ):
+        operation = await socket.subscribe(document, variables)
+        message = await socket.receive()
+        assert message["id"] == operation
+        assert message["payload"]["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+        assert await socket.receive() == {"id": operation, "type": "complete"}

@@ -16,6 +16,8 @@ from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
+from mediagraph.resolvers.playback import live as live_resolvers
+from mediagraph.resolvers.playback.live import LiveStats
 from mediagraph.schema.extensions import SHARED_STATE, VIEWER_DEPENDENT
 from mediagraph.schema.relay import BuiltByName, Node, register_node
 from mediagraph.schema.scalars import Count
@@ -122,14 +124,19 @@ SUBJECT_CODES = {Kind.STREAM: 1, Kind.CHANNEL: 2}
 @strawberry.type(description="Playback statistics of a stream (a media) or a channel (an uploader's media together).")
 class PlaybackStats(Node):
     entity: strawberry.Private[Entity]
+    # The figures a live push just read, so its fields do not read them again.
+    known: strawberry.Private[LiveStats | None] = None
 
     @classmethod
-    def of(cls, entity: Entity) -> PlaybackStats:
+    def of(cls, entity: Entity, *, known: LiveStats | None = None) -> PlaybackStats:
         # The id comes from the subject: a media's (or user's) statistics always have the same one.
-        return cls(id=strawberry.ID(to_global_id("PlaybackStats", SUBJECT_CODES[entity.kind], entity.id)), entity=entity)
+        global_id = strawberry.ID(to_global_id("PlaybackStats", SUBJECT_CODES[entity.kind], entity.id))
+        return cls(id=global_id, entity=entity, known=known)
 
     @strawberry.field(description="Plays ever started (sessions).")
     async def total(self, info: Info[Context, None]) -> Count:
+        if self.known is not None:
+            return self.known.total
         return await resolvers.total(info.context, self.entity)
 
     @strawberry.field(
@@ -156,6 +163,8 @@ class PlaybackStats(Node):
         )
     )
     async def concurrent(self, info: Info[Context, None]) -> Count | None:
+        if self.known is not None and self.known.concurrent is not None:
+            return self.known.concurrent
         return await resolvers.concurrent(info.context, self.entity)
 
     @strawberry.field(
@@ -176,6 +185,8 @@ class PlaybackStats(Node):
 
     @strawberry.field(description="The UTC minute running now: plays started in it and its peak concurrent viewers.")
     async def current_minute(self, info: Info[Context, None]) -> PlaybackBucket:
+        if self.known is not None:
+            return PlaybackBucket.from_figures(self.entity, self.known.minute)
         return PlaybackBucket.from_figures(self.entity, await resolvers.current_minute(info.context, self.entity))
 
 
@@ -338,3 +349,31 @@ class PlaybackSubscriptions:
         entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
         async for viewers in live.live_viewers(info.context, entity):
             yield viewers
+
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
+        description=(
+            "A media's playback statistics (as `playbackStats`) now, then whenever its total, concurrent "
+            "viewers or current minute (plays, peak) change, at most once a second."
+        ),
+    )
+    async def playback_stats_updated(
+        self, info: Info[Context, None], media_id: strawberry.ID
+    ) -> AsyncGenerator[PlaybackStats, None]:
+        entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
+        async for stats in live_resolvers.stats_updates(info.context, entity):
+            yield PlaybackStats.of(entity, known=stats)
+
+    @strawberry.subscription(
+        metadata=SHARED_STATE,
+        description=(
+            "A channel's playback statistics (as `channelStats`) now, then whenever its total, concurrent "
+            "viewers or current minute (plays, peak) change, at most once a second."
+        ),
+    )
+    async def channel_stats_updated(
+        self, info: Info[Context, None], user_id: strawberry.ID
+    ) -> AsyncGenerator[PlaybackStats, None]:
+        entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
+        async for stats in live_resolvers.stats_updates(info.context, entity):
+            yield PlaybackStats.of(entity, known=stats)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from redis.exceptions import RedisError
 
@@ -24,6 +24,7 @@ from mediagraph.keys.playback import (
     counter_key,
     live_channel,
     live_key,
+    stats_channel,
     to_ms,
     watched_key,
     watched_member,
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 # The lease is renewed a few times within its length, so a subscription stays on the
 # sweep list while it lives and drops off soon after its process dies.
 WATCH_LEASE_MS = 15_000
+# Statistics are re-read at most once a second, and at least this often: a new minute
+# starts without any message, and a message lost while pub/sub reconnected is made up for.
+STATS_MIN_INTERVAL_SECONDS = 1.0
+STATS_REFRESH_SECONDS = 10.0
 
 
 async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
@@ -52,6 +57,18 @@ async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
             if payload["viewers"] != viewers:
                 viewers = payload["viewers"]
                 yield viewers
+
+
+async def stats_notices(services: Services, entity: Entity) -> AsyncGenerator[None, None]:
+    """Once at once, then whenever the entity's viewers or counts may have changed."""
+    channels = [live_channel(services.keys, entity), stats_channel(services.keys, entity)]
+    notices = services.bus.notices(
+        channels, min_interval=STATS_MIN_INTERVAL_SECONDS, refresh_seconds=STATS_REFRESH_SECONDS
+    )
+    # Watching keeps the entity on the worker's sweep list, so sessions expiring are announced too.
+    async with notices as fired_channels, _watching(services, entity):
+        async for _ in fired_channels:
+            yield None
 
 
 async def _live_snapshot(context: Context, entity: Entity) -> tuple[int, int]:

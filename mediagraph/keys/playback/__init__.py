@@ -196,5 +196,10 @@ def live_channel(keys: KeySpace, entity: Entity) -> str:
     return keys.channel("playback", entity.kind.value, entity.id)
 
 
+def stats_channel(keys: KeySpace, entity: Entity) -> str:
+    """A heartbeat counted a play in the entity's total or buckets; listeners re-read the figures."""
+    return keys.channel("playback", "stats", entity.kind.value, entity.id)
+
+
 def _glob_escape(text: str) -> str:
     return "".join("\\" + char if char in "*?[]\\" else char for char in text)

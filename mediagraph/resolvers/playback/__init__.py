@@ -39,6 +39,7 @@ from mediagraph.keys.playback import (
     bucket_start,
     live_channel,
     live_key,
+    stats_channel,
     to_ms,
 )
 from mediagraph.keys.playback.scripts import (
@@ -167,9 +168,11 @@ async def _count(
             # A refused session keeps nothing in Redis, so churn cannot fill it with claims.
             await scripts.release(session)
         raise RateLimited("Too many new playback sessions; try again later.", retry_after=limited.retry_after) from None
+    # A session counts in the stream's figures and its channel's together.
+    counted = any(result.counted)
     await asyncio.gather(
-        _publish(services, stream, result.stream),
-        _publish(services, Entity.of_channel(stream.channel), result.channel),
+        _publish(services, stream, result.stream, counted=counted),
+        _publish(services, Entity.of_channel(stream.channel), result.channel, counted=counted),
     )
     kinds = (CountedIn.TOTAL, CountedIn.MINUTE, CountedIn.HOUR, CountedIn.DAY)
     return PlaybackReport(
@@ -181,11 +184,13 @@ async def _count(
     )
 
 
-async def _publish(services: Services, entity: Entity, live: LiveCount) -> None:
+async def _publish(services: Services, entity: Entity, live: LiveCount, *, counted: bool) -> None:
     if live.changed:
         await services.bus.publish(
             live_channel(services.keys, entity), {"viewers": live.viewers, "version": live.version}
         )
+    if counted:
+        await services.bus.publish(stats_channel(services.keys, entity), {"counted": True})
 
 
 async def stream_of(context: Context, media_id: int) -> Entity:
