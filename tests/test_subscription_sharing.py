@@ -179,6 +179,26 @@ async def test_errors_of_a_shared_subscription_match_those_it_gets_alone(server,
         await alone.close()
 
 
+async def test_an_internal_error_in_a_shared_subscription_is_masked(server, http, gql, monkeypatch):
+    token, _ = await create_user(gql)
+    media = await create_media(http, token=token)
+
+    async def failing(context, *, media_id):  # type: ignore[no-untyped-def]
+        raise RuntimeError("connection to 10.0.0.5 refused: password authentication failed")
+        yield  # an async generator, as the real one
+
+    monkeypatch.setattr(view_resolvers, "view_count_updates", failing)
+    client, operation = await subscribe(server, media["id"])
+    try:
+        message = await client.receive()
+        assert message["id"] == operation
+        [error] = message["payload"]["errors"]
+        assert error["message"] == "Internal server error."
+        assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR"}
+    finally:
+        await client.close()
+
+
 async def test_a_socket_that_cannot_take_a_result_gets_it_later_and_then_only_the_newest():
     """A send that must wait (a full socket buffer) is finished by the subscriber's own task."""
     writable = asyncio.Event()
