@@ -17,7 +17,7 @@ from mediagraph.embedded import resolve_endpoints
 from mediagraph.observability import request_ids
 from mediagraph.observability.exposition import Exposure, MetricsAccess
 from mediagraph.observability.tracing import configure_tracing
-from mediagraph.routes.assets import ASSETS_PATH, graphiql_page, vendored_assets
+from mediagraph.routes.assets import ASSETS_PATH, dashboard_page, graphiql_page, vendored_assets
 from mediagraph.routes.content import media_content
 from mediagraph.routes.health import healthz, readyz
 from mediagraph.routes.metrics import metrics_endpoint, sampling
@@ -121,7 +121,9 @@ def create_app(settings: Settings | None = None) -> MediagraphApp:
         Route(METRICS_PATH, metrics_endpoint),
         Route("/media/{media_id}/content", media_content, methods=["GET", "HEAD"]),
     ]
-    if settings.graphiql:
+    if settings.serves_dashboard:
+        routes.append(Route("/dashboard", dashboard_page))
+    if settings.graphiql or settings.serves_dashboard:
         routes.append(Mount(ASSETS_PATH, app=vendored_assets(), name="assets"))
     app = MediagraphApp(
         routes=routes,

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     secret_key: str = DEVELOPMENT_SECRET
     access_token_minutes: int = 60 * 24
     graphiql: bool = True
+    # The live dashboard at /dashboard: on by default except in production, where only
+    # MEDIAGRAPH_DASHBOARD=true turns it on.
+    dashboard: bool | None = None
 
     max_upload_bytes: int = 200 * 1024 * 1024
     max_query_depth: int = 12
@@ -214,6 +217,12 @@ class Settings(BaseSettings):
         if self.environment == "production" and self.graphiql:
             self.graphiql = False
         return self
+
+    @property
+    def serves_dashboard(self) -> bool:
+        if self.dashboard is None:
+            return self.environment != "production"
+        return self.dashboard
 
     @property
     def embedded(self) -> bool:

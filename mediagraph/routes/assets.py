@@ -94,6 +94,10 @@ def graphiql_page(request: Request) -> HTMLResponse:
     return page_response(request, "graphiql.html")
 
 
+async def dashboard_page(request: Request) -> HTMLResponse:
+    return page_response(request, "dashboard.html")
+
+
 class ImmutableFiles(StaticFiles):
     """Static files whose paths carry their version: cached by browsers for a year."""
 

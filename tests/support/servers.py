@@ -42,6 +42,8 @@ class LiveServers:
         self.settings = settings
         self.folder = folder
         self.processes: list[subprocess.Popen[bytes]] = []
+        # Each server's process and how it was started, so it can be restarted on its port.
+        self.launched: dict[str, tuple[subprocess.Popen[bytes], tuple[str, ...], dict[str, str]]] = {}
 
     def environment(self, **overrides: str) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("MEDIAGRAPH_")}
@@ -59,21 +61,33 @@ class LiveServers:
         env.update(overrides)
         return env
 
-    def start(self, *args: str, ready_within: float = 60, **env: str) -> str:
+    def start(self, *args: str, port: int | None = None, ready_within: float = 60, **env: str) -> str:
         """Start `mediagraph serve` and return its base URL once it is ready."""
-        port = free_port()
+        port = port or free_port()
         log = self.folder / f"server-{port}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "mediagraph", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
             env=self.environment(**env),
-            stdout=log.open("wb"),
+            stdout=log.open("ab"),
             stderr=subprocess.STDOUT,
         )
         process.log = log  # type: ignore[attr-defined]
         self.processes.append(process)
         base = f"http://127.0.0.1:{port}"
+        self.launched[base] = (process, args, env)
         wait_ready(base, process, timeout=ready_within)
         return base
+
+    def stop(self, base: str) -> None:
+        """Stop the server at `base` as SIGTERM stops it."""
+        process, _, _ = self.launched[base]
+        process.terminate()
+        process.wait(timeout=60)
+
+    def start_again(self, base: str, *, ready_within: float = 60) -> None:
+        """Start a stopped server again as it was started, on the same port."""
+        _, args, env = self.launched[base]
+        self.start(*args, port=int(base.rsplit(":", 1)[1]), ready_within=ready_within, **env)
 
     def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
         """Run another `mediagraph` command against the test servers."""
