@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -48,16 +49,40 @@ def demo(
     traffic: Annotated[bool, typer.Option(help="Then keep generating activity through the API until Ctrl-C.")] = False,
     rate: Annotated[float, typer.Option(min=0.1, max=200, help="Traffic: actions a second, on average.")] = 4.0,
     players: Annotated[int, typer.Option(min=0, max=500, help="Traffic: players sending heartbeats at once.")] = 6,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(help="Then serve, run traffic and save a picture of /dashboard here (e.g. docs/dashboard.png)."),
+    ] = None,
+    screenshot_after: Annotated[
+        float, typer.Option(min=5, max=3600, help="--screenshot: seconds of traffic before the picture.")
+    ] = 90.0,
 ) -> None:
     """Load sample users (password `demo-password`) and media; `--traffic` keeps them busy."""
     configure_logging("WARNING")
+    if traffic and screenshot is not None:
+        raise typer.BadParameter("--screenshot runs its own traffic; leave out --traffic")
     with provisioned() as (settings, _):
         load_demo(settings, users=users, media=media)
+        if screenshot is not None:
+            _take_screenshot(settings, screenshot, users=users, seconds=screenshot_after, rate=rate, players=players)
         if traffic:
             from mediagraph.demo.traffic import TrafficOptions
 
             logging.getLogger("mediagraph.demo").setLevel(logging.INFO)
             asyncio.run(_run_traffic(settings, TrafficOptions(actions_per_second=rate, players=players), users=users))
+
+
+def _take_screenshot(settings: Settings, path: Path, *, users: int, seconds: float, rate: float, players: int) -> None:
+    from mediagraph.demo.screenshot import ScreenshotError, take_screenshot
+    from mediagraph.demo.traffic import TrafficOptions
+
+    logging.getLogger("mediagraph.demo").setLevel(logging.INFO)
+    options = TrafficOptions(actions_per_second=rate, players=players)
+    try:
+        asyncio.run(take_screenshot(settings, path, users=users, traffic_seconds=seconds, options=options))
+    except ScreenshotError as error:
+        raise typer.BadParameter(str(error)) from None
+    console.print(f"saved {path}")
 
 
 async def _run_traffic(settings: Settings, options: TrafficOptions, *, users: int) -> None:
