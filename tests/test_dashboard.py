@@ -29,7 +29,7 @@ SUBMIT = "mutation($board: String!, $user: ID!, $score: Float!) { submitScore(le
 def server(live_servers, settings):
     # Workers on: views are flushed into the hot scores, engagement events applied, sessions swept.
     with private_databases(settings, "dash") as environment:
-        yield live_servers.start(**environment)
+        yield live_servers.start(ready_within=180, **environment)
         live_servers.stop_all()
 
 
@@ -144,7 +144,7 @@ async def test_the_page_reconnects_by_itself_after_the_server_restarts(server, a
 
     await asyncio.to_thread(live_servers.stop, server)
     await expect(page.locator("#connection")).to_have_attribute("data-state", "reconnecting")
-    await asyncio.to_thread(live_servers.start_again, server)
+    await asyncio.to_thread(live_servers.start_again, server, ready_within=180)
     await expect(page.locator("#connection")).to_have_attribute("data-state", "connected", timeout=120_000)
 
     # The subscriptions came back with the connection: new activity still reaches the page.

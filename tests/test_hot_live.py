@@ -26,7 +26,7 @@ LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { likeCount } }"
 def server(live_servers, settings) -> str:
     # Workers on: the hot worker applies engagement events, the views worker flushes views into them.
     with private_databases(settings, "hot") as environment:
-        yield live_servers.start(**environment)
+        yield live_servers.start(ready_within=180, **environment)
         live_servers.stop_all()
 
 

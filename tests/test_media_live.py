@@ -24,7 +24,7 @@ DELETE_COMMENT = "mutation($id: ID!) { deleteComment(id: $id) { removed } }"
 
 @pytest.fixture(scope="module")
 def server(live_servers) -> str:
-    return live_servers.start("--no-workers")
+    return live_servers.start("--no-workers", ready_within=180)
 
 
 @pytest.fixture
