@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, Self
@@ -10,7 +13,11 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-DEVELOPMENT_SECRET = "mediagraph-development-secret-change-me"
+# Signing keys published in the source of earlier versions: anyone could mint tokens with
+# them, so they are refused in every environment, however they are configured.
+PUBLISHED_SECRETS = frozenset({"mediagraph-development-secret-change-me"})
+# Without MEDIAGRAPH_SECRET_KEY, a random key is made once and kept here, under data_dir.
+SECRET_KEY_FILE = "secret_key"
 
 
 class Settings(BaseSettings):
@@ -28,7 +35,8 @@ class Settings(BaseSettings):
     node_id: int = 0
 
     environment: str = "development"
-    secret_key: str = DEVELOPMENT_SECRET
+    # Empty: a random key kept in data_dir/secret_key (made on first start); required in production.
+    secret_key: str = ""
     access_token_minutes: int = 60 * 24
     graphiql: bool = True
     # The live dashboard at /dashboard: on by default except in production, where only
@@ -211,9 +219,14 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def refuse_default_secret_in_production(self) -> Self:
-        if self.environment == "production" and self.secret_key == DEVELOPMENT_SECRET:
-            raise ValueError("set MEDIAGRAPH_SECRET_KEY before running in production")
+    def resolve_secret_key(self) -> Self:
+        if not self.secret_key:
+            if self.environment == "production":
+                # Processes on several hosts must share one key: a per-host file would not do.
+                raise ValueError("set MEDIAGRAPH_SECRET_KEY before running in production")
+            self.secret_key = data_dir_secret(self.data_dir)
+        if self.secret_key in PUBLISHED_SECRETS:
+            raise ValueError("this secret key is published in mediagraph's source; set another MEDIAGRAPH_SECRET_KEY")
         if self.environment == "production" and self.graphiql:
             self.graphiql = False
         return self
@@ -231,6 +244,32 @@ class Settings(BaseSettings):
     @property
     def media_dir(self) -> Path:
         return self.data_dir / "media"
+
+
+def data_dir_secret(data_dir: Path) -> str:
+    """The key kept in `data_dir`, made (random, mode 0600) by whichever process asks first."""
+    path = data_dir / SECRET_KEY_FILE
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Written whole under a temporary name (mkstemp makes it 0600), then linked into place:
+        # link fails if the name exists, so processes starting together all end up reading one key.
+        descriptor, temporary = tempfile.mkstemp(dir=data_dir, prefix=".secret_key-")
+        try:
+            with os.fdopen(descriptor, "w") as file:
+                file.write(secrets.token_hex(32))
+                file.flush()
+                os.fsync(file.fileno())
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+    if path.stat().st_mode & 0o077:
+        raise ValueError(f"{path} is readable by other users: run `chmod 600 {path}` (or set a new key)")
+    key = path.read_text().strip()
+    if not key:
+        raise ValueError(f"{path} is empty: remove it to have a new key made")
+    return key
 
 
 @lru_cache
