@@ -283,3 +283,52 @@ async def test_a_thousand_followees_are_read_in_chunks_of_a_hundred(gql, service
     followee_reads = [sql for sql in count_queries if "FROM follows" in sql and "follows.followee_id >" in sql]
     assert len(followee_reads) == 11  # ten chunks of 100, and the last 50
     assert post_ids(await cached_newsfeed(services, reader["id"])) == list(reversed(raw(posted)))
+
+
+async def test_a_post_skipped_as_a_celebritys_reaches_feeds_after_the_author_drops_below_the_threshold(celebrities):
+    services, gql = celebrities
+    (star_token, star), [(reader_token, _), (fan_token, _)] = await followed_author(gql, followers=2)
+    friend_token, friend = await create_user(gql)
+    await follow(gql, token=reader_token, user_id=friend["id"])
+    await first_page(gql, token=reader_token)  # the reader's feed is cached
+    star_post = await create_post(gql, token=star_token, text="while famous")
+    await drain_fanout(services)  # skipped: two followers make a celebrity here
+    await gql.ok(UNFOLLOW, {"id": star["id"]}, token=fan_token)  # now an ordinary author
+    friend_post = await create_post(gql, token=friend_token, text="meanwhile")
+    await drain_fanout(services)
+    assert await newsfeed_ids(gql, token=reader_token) == [friend_post, star_post]
+    assert await newsfeed_ids(gql, token=reader_token, first=1) == [friend_post, star_post]
+    with posting_days_ago(services, 5):
+        # Older than any merge window: PostgreSQL serves it below the cache, once.
+        ancient = await create_post(gql, token=star_token, text="long ago")
+    await drain_fanout(services)
+    assert await newsfeed_ids(gql, token=reader_token) == [friend_post, star_post, ancient]
+
+
+async def test_a_post_fanned_out_as_an_ordinary_authors_stays_once_after_the_author_becomes_a_celebrity(celebrities):
+    services, gql = celebrities
+    (author_token, author), [(reader_token, reader)] = await followed_author(gql, followers=1)
+    await first_page(gql, token=reader_token)
+    post = await create_post(gql, token=author_token, text="before fame")
+    await drain_fanout(services)
+    assert post_ids(await cached_newsfeed(services, reader["id"])) == raw([post])
+    fan_token, _ = await create_user(gql)
+    await follow(gql, token=fan_token, user_id=author["id"])  # a celebrity from now on
+    later = await create_post(gql, token=author_token, text="after fame")
+    await drain_fanout(services)
+    assert await newsfeed_ids(gql, token=reader_token) == [later, post]
+    assert await newsfeed_ids(gql, token=reader_token, first=1) == [later, post]
+    assert await newsfeed_ids(gql, token=fan_token) == [later, post]
+
+
+async def test_a_post_whose_author_crossed_before_fanout_and_back_before_the_read_arrives_once(celebrities):
+    services, gql = celebrities
+    (author_token, author), [(reader_token, _)] = await followed_author(gql, followers=1)
+    await first_page(gql, token=reader_token)
+    post = await create_post(gql, token=author_token, text="crossing")  # posted as an ordinary author
+    fan_token, _ = await create_user(gql)
+    await follow(gql, token=fan_token, user_id=author["id"])
+    await drain_fanout(services)  # a celebrity when the fan-out runs: skipped
+    await gql.ok(UNFOLLOW, {"id": author["id"]}, token=fan_token)
+    assert await newsfeed_ids(gql, token=reader_token) == [post]
+    assert await first_page(gql, token=reader_token) == [post]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
@@ -15,6 +16,8 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
     case,
+    func,
+    or_,
     select,
     true,
     update,
@@ -61,6 +64,10 @@ class FollowCount(MainTable, table=True):
     )
     follower_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     following_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    # The newest of this author's posts that fan-out skipped (the author was a celebrity then).
+    # Readers merge such an author's recent posts whatever the follower count is now, so a
+    # post is not lost when its author drops below the threshold before it is read.
+    last_skipped_post_id: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Post(MainTable, table=True):
@@ -155,16 +162,24 @@ async def adjust_follow_counts(session: AsyncSession, *, follower_id: int, follo
 
 
 async def followee_chunks(
-    session: AsyncSession, follower_id: int, *, following: int | None = None, min_followers: int = 0
+    session: AsyncSession,
+    follower_id: int,
+    *,
+    following: int | None = None,
+    min_followers: int = 0,
+    skipped_since: int | None = None,
 ) -> AsyncIterator[list[int]]:
-    """Whom `follower_id` follows (only those with `min_followers` followers, if set): all in
-    one read, or in chunks of 100 once there are 1,000 or more, as the seed reads them.
+    """Whom `follower_id` follows: all in one read, or in chunks of 100 once there are 1,000
+    or more, as the seed reads them.
 
-    `following` is how many there are, if known; if not, a first read of up to 1,000 tells.
+    With `min_followers`, only those with that many followers, and (with `skipped_since`)
+    those whose fan-out skipped a post at or after that id. `following` is how many there
+    are, if known; if not, a first read of up to 1,000 tells.
     """
     after = 0
+    filters = _FolloweeFilter(min_followers, skipped_since)
     if following is None:
-        first = await _followees(session, follower_id, after=0, limit=CHUNKED_FROM, min_followers=min_followers)
+        first = await _followees(session, follower_id, after=0, limit=CHUNKED_FROM, only=filters)
         if len(first) < CHUNKED_FROM:
             if first:
                 yield first
@@ -173,12 +188,12 @@ async def followee_chunks(
             yield first[start : start + CHUNK_SIZE]
         after = first[-1]
     elif following < CHUNKED_FROM:
-        everyone = await _followees(session, follower_id, after=0, limit=None, min_followers=min_followers)
+        everyone = await _followees(session, follower_id, after=0, limit=None, only=filters)
         if everyone:
             yield everyone
         return
     while True:
-        chunk = await _followees(session, follower_id, after=after, limit=CHUNK_SIZE, min_followers=min_followers)
+        chunk = await _followees(session, follower_id, after=after, limit=CHUNK_SIZE, only=filters)
         if chunk:
             yield chunk
         if len(chunk) < CHUNK_SIZE:
@@ -186,18 +201,36 @@ async def followee_chunks(
         after = chunk[-1]
 
 
+@dataclass(frozen=True)
+class _FolloweeFilter:
+    min_followers: int
+    skipped_since: int | None
+
+
 async def _followees(
-    session: AsyncSession, follower_id: int, *, after: int, limit: int | None, min_followers: int
+    session: AsyncSession, follower_id: int, *, after: int, limit: int | None, only: _FolloweeFilter
 ) -> list[int]:
     query = select(col(Follow.followee_id)).where(
         col(Follow.follower_id) == follower_id, col(Follow.followee_id) > after
     )
-    if min_followers > 0:
-        query = query.join(FollowCount, col(FollowCount.user_id) == col(Follow.followee_id)).where(
-            col(FollowCount.follower_count) >= min_followers
-        )
+    if only.min_followers > 0:
+        chosen = col(FollowCount.follower_count) >= only.min_followers
+        if only.skipped_since is not None:
+            chosen = or_(chosen, col(FollowCount.last_skipped_post_id) >= only.skipped_since)
+        query = query.join(FollowCount, col(FollowCount.user_id) == col(Follow.followee_id)).where(chosen)
     query = query.order_by(col(Follow.followee_id))
     return list((await session.execute(query if limit is None else query.limit(limit))).scalars())
+
+
+async def record_skipped_fanout(session: AsyncSession, *, author_id: int, post_id: int) -> None:
+    """Notes that fan-out skipped `post_id`: readers merge its author's posts from now on (see
+    `FollowCount.last_skipped_post_id`). Only ever moves forward, so retries change nothing."""
+    skipped = col(FollowCount.last_skipped_post_id)
+    await session.execute(
+        update(FollowCount)
+        .where(col(FollowCount.user_id) == author_id)
+        .values(last_skipped_post_id=func.greatest(func.coalesce(skipped, 0), post_id))
+    )
 
 
 async def follower_chunks(session: AsyncSession, followee_id: int, *, size: int) -> AsyncIterator[list[int]]:

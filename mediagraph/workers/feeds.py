@@ -30,7 +30,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 from sqlalchemy.exc import SQLAlchemyError
 
-from mediagraph.db.feeds import Post, follow_counts, follower_chunks
+from mediagraph.db.feeds import Post, follow_counts, follower_chunks, record_skipped_fanout
 from mediagraph.keys.feeds import (
     FANOUT_GROUP,
     Entry,
@@ -119,9 +119,13 @@ async def _attempt(services: Services, message: FanoutMessage, owed: list[int] |
             return None  # deleted before it was fanned out
         followers_count, _ = await follow_counts(session, message.author_id)
         if followers_count >= settings.celebrity_followers:
-            # A celebrity's posts enter feeds only by the merge on read: a new one is announced
-            # on the author's channel; a deleted one is skipped and pruned by the reads meeting it.
+            # A celebrity's posts enter feeds only by the merge on read: a new one is recorded
+            # as skipped (so readers merge it even if the author drops below the threshold
+            # before they read) and announced on the author's channel; a deleted one is
+            # skipped and pruned by the reads meeting it.
             if message.kind is FanoutKind.POST:
+                await record_skipped_fanout(session, author_id=message.author_id, post_id=message.post_id)
+                await session.commit()
                 channel = author_posts_channel(services.keys, message.author_id)
                 await services.redis.publish(channel, fanout_payload(message))
             return None

@@ -67,9 +67,13 @@ class Newsfeed:
     async def _followees(self, *, celebrities: bool = False) -> list[list[int]]:
         async with self.context.db.use() as session:
             if celebrities:
-                # How many celebrities the viewer follows is unknown: the read finds out.
+                # How many celebrities the viewer follows is unknown: the read finds out. Authors
+                # whose fan-out skipped a post within the widest window are merged too, whatever
+                # their count is now: fan-out decided for that post, and nobody else delivers it.
                 threshold = self.settings.celebrity_followers
-                return [chunk async for chunk in followee_chunks(session, self.viewer_id, min_followers=threshold)]
+                skipped_since = snowflake_floor(utcnow() - timedelta(days=WINDOW_DAYS[-1]))
+                chunks = followee_chunks(session, self.viewer_id, min_followers=threshold, skipped_since=skipped_since)
+                return [chunk async for chunk in chunks]
             _, following = await follow_counts(session, self.viewer_id)
             return [chunk async for chunk in followee_chunks(session, self.viewer_id, following=following)]
 
@@ -97,6 +101,8 @@ class Newsfeed:
 
     async def _merge_celebrities(self) -> None:
         """Celebrities' recent posts, which fan-out skipped, merged in from their own feeds.
+
+        Posts that were fanned out as well land once: a feed holds each post as one member.
 
         Afterwards the feed can only vouch for the window that was merged, so its floor is
         raised to the window's start; older pages come from PostgreSQL.
