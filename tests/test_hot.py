@@ -17,12 +17,14 @@ from mediagraph.resolvers.hot.days import media_day, rebuild_day, scores_from_da
 from mediagraph.workers import hot as worker
 from mediagraph.workers import views as views_worker
 from tests.support.factories import add_comment, create_media, create_user, record_views
+from tests.support.feeds import posting_days_ago
 
 HOT = "query($date: Date) { hotMedia(date: $date) { date final entries { rank score media { id } } } }"
 HISTORY = "query($days: Int!) { hotMediaHistory(days: $days) { date final entries { rank } } }"
 LIKE = "mutation($id: ID!) { likeMedia(mediaId: $id) { likeCount } }"
 UNLIKE = "mutation($id: ID!) { unlikeMedia(mediaId: $id) { likeCount } }"
 DELETE_COMMENT = "mutation($id: ID!) { deleteComment(id: $id) { removed } }"
+DELETE_MEDIA = "mutation($id: ID!) { deleteMedia(id: $id) { id } }"
 WEIGHT = {EngagementKind.LIKE: 3, EngagementKind.COMMENT: 2, EngagementKind.VIEW: 1}
 
 
@@ -263,3 +265,37 @@ async def test_a_hot_media_day_is_a_node_named_by_its_date(gql, http, services, 
     not_a_date = to_global_id("HotMediaDay", 20261341)
     for missing in (long_ago, not_a_date):
         assert (await gql.ok(NODE, {"id": missing}))["node"] is None
+
+
+async def test_deleting_a_top_media_refills_today_to_10_as_soon_as_the_delete_commits(gql, http, services, owner, today):
+    media = await media_of(http, owner, 12)
+    for n, target in enumerate(media, start=1):
+        await publish(services, EngagementKind.VIEW, target, n)
+    await drain(services)
+    ranked = [(m, float(n)) for n, m in reversed(list(enumerate(media, 1)))]
+    assert await hot_list(gql, today) == ranked[:10]
+    for deleted in (media[-1], media[5]):
+        await gql.ok(DELETE_MEDIA, {"id": deleted}, token=owner)
+        ranked = [entry for entry in ranked if entry[0] != deleted]
+        assert await hot_list(gql, today) == ranked[:10]
+    # The board itself no longer holds them: other processes read it right too.
+    board = await services.redis.zrange(day_scores(services.keys, today), 0, -1)
+    assert {decode_id(m, "Media") for m in (media[-1], media[5])}.isdisjoint({int(member) for member in board})
+
+
+async def test_deleting_a_media_of_a_final_day_refills_its_top_10_from_the_database(gql, http, services, owner):
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    with posting_days_ago(services, 2):
+        media = await media_of(http, owner, 11)
+    fans = [token for token, _ in [await create_user(gql) for _ in range(len(media))]]
+    for n, target in enumerate(media, start=1):
+        for fan in fans[:n]:
+            await gql.ok(LIKE, {"id": target}, token=fan)
+    await services.redis.delete(day_scores(services.keys, day), day_state(services.keys, day))
+    ranked = [(m, 3.0 * n) for n, m in reversed(list(enumerate(media, 1)))]
+    data = (await gql.ok(HOT, {"date": day.isoformat()}))["hotMedia"]
+    assert data["final"] is True
+    assert await hot_list(gql, day) == ranked[:10]
+    assert await services.redis.zcard(day_scores(services.keys, day)) == 10
+    await gql.ok(DELETE_MEDIA, {"id": media[-1]}, token=owner)
+    assert await hot_list(gql, day) == ranked[1:11]

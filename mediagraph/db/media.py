@@ -55,6 +55,9 @@ class Bookmark(MainTable, table=True):
 # Whether a user bookmarked each of some media (asyncpg: user id, media ids).
 BOOKMARKED_BY_USER = "SELECT media_id FROM bookmarks WHERE user_id = $1 AND media_id = ANY($2)"
 
+# Which of some media ids still exist (asyncpg: media ids).
+EXISTING_MEDIA = "SELECT id FROM media WHERE id = ANY($1)"
+
 # Media rows, to which a `Where` and an order are appended (asyncpg, the read path).
 ALL_MEDIA = select_all(Media)
 

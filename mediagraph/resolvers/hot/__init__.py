@@ -13,7 +13,7 @@ from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
 from mediagraph.errors import BadUserInput
-from mediagraph.resolvers.hot.days import kept_days, read_top
+from mediagraph.resolvers.hot.days import TOP, forget_media, kept_days, read_top, rebuild_day
 from mediagraph.settings import Settings
 from mediagraph.subscriptions import hot as live
 
@@ -45,13 +45,28 @@ def _checked_day(settings: Settings, day: date | None) -> date:
 
 async def hot_media(context: Context, *, day: date | None) -> HotDay:
     chosen = _checked_day(context.settings, day)
-    reply = await read_top(context.services, chosen)
-    state = reply[0].decode() if reply else ""
-    ranked = [(int(reply[n]), int(float(reply[n + 1]))) for n in range(1, len(reply), 2)]
-    rows = await context.loader(MediaByIdLoader).load_many([media_id for media_id, _ in ranked])
-    # Deleted media drop out; the others keep their places.
-    present = [(row, score) for row, (_, score) in zip(rows, ranked, strict=True) if row is not None]
-    entries = [HotEntry(rank=n, media=row, score=score) for n, (row, score) in enumerate(present, start=1)]
+    services = context.services
+    count, pruned, recounted = TOP, False, False
+    while True:
+        reply = await read_top(services, chosen, count=count)
+        state = reply[0].decode() if reply else ""
+        ranked = [(int(reply[n]), int(float(reply[n + 1]))) for n in range(1, len(reply), 2)]
+        rows = await context.loader(MediaByIdLoader).load_many([media_id for media_id, _ in ranked])
+        present = [(row, score) for row, (_, score) in zip(rows, ranked, strict=True) if row is not None]
+        gone = [media_id for row, (media_id, _) in zip(rows, ranked, strict=True) if row is None]
+        # A deleted media leaves the board as soon as its deletion is seen, and the next best
+        # move up: the list is back to 10 right after the delete commits.
+        await forget_media(services, chosen, gone)
+        pruned = pruned or bool(gone)
+        if len(present) >= TOP or len(ranked) < count:
+            if pruned and len(present) < TOP and state == "final" and not recounted:
+                # A final board keeps only its top 10: who comes next only a recount knows.
+                await rebuild_day(services, chosen)
+                count, recounted = TOP, True
+                continue
+            break
+        count += len(gone)
+    entries = [HotEntry(rank=n, media=row, score=score) for n, (row, score) in enumerate(present[:TOP], start=1)]
     return HotDay(day=chosen, final=state == "final", entries=entries)
 
 

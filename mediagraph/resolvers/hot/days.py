@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import store as comment_store
+from mediagraph.db.media import EXISTING_MEDIA
 from mediagraph.db.views import store as view_store
 from mediagraph.events import EngagementKind
 from mediagraph.ids import snowflake_floor, snowflake_time
@@ -100,7 +101,10 @@ async def rebuild_day(services: Services, day: date, *, now: datetime | None = N
         scores = await scores_from_database(services, day)
         live = now < live_until(settings, day)
         if not live:
-            best = sorted(((score, media_id) for media_id, score in scores.items() if score > 0), reverse=True)
+            # Counts of a deleted media may outlive it (its comments on a shard that was down):
+            # a final board keeps only its top, so it must be made of media that still exist.
+            existing = await _existing(services, [media_id for media_id, score in scores.items() if score > 0])
+            best = sorted(((score, media_id) for media_id, score in scores.items() if media_id in existing), reverse=True)
             scores = {media_id: score for score, media_id in best[:TOP]}
         await redis.unlink(scores_key)
         items = list(scores.items())
@@ -132,11 +136,24 @@ async def announce_day(services: Services, day: date) -> None:
     await services.bus.publish(day_changed_channel(services.keys, day), {"day": day.isoformat()})
 
 
-async def read_top(services: Services, day: date) -> list[bytes]:
-    """The day's state and best media with their scores (rebuilt from PostgreSQL if Redis lacks it)."""
+async def _existing(services: Services, media_ids: list[int]) -> set[int]:
+    if not media_ids:
+        return set()
+    rows = await services.databases.main_reads.fetch(EXISTING_MEDIA, media_ids)
+    return {row["id"] for row in rows}
+
+
+async def read_top(services: Services, day: date, *, count: int = TOP) -> list[bytes]:
+    """The day's state and best `count` media with their scores (rebuilt from PostgreSQL if Redis lacks it)."""
     keys = [day_scores(services.keys, day), day_state(services.keys, day)]
-    reply: list[bytes] = await READ_TOP.run(services.redis, keys, [TOP])
+    reply: list[bytes] = await READ_TOP.run(services.redis, keys, [count])
     if not reply:
         await rebuild_day(services, day)
-        reply = await READ_TOP.run(services.redis, keys, [TOP])
+        reply = await READ_TOP.run(services.redis, keys, [count])
     return reply
+
+
+async def forget_media(services: Services, day: date, media_ids: list[int]) -> None:
+    """Takes media that no longer exist off a day's board, so the next best move up."""
+    if media_ids:
+        await services.redis.zrem(day_scores(services.keys, day), *map(str, media_ids))
