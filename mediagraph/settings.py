@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import tempfile
@@ -147,6 +148,10 @@ class Settings(BaseSettings):
     # uvicorn sees it behind the trusted proxies.
     public_url: str = ""
 
+    # Addresses (or networks, or `*`) of reverse proxies whose X-Forwarded-For names the client;
+    # for everyone else the socket's address counts (views, rate limits, playback).
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1", "::1"])
+
     db_pool_size: int = 10
     db_max_overflow: int = 10
     # Connections per process for hot reads (db/reads.py). Lookups are merged across requests,
@@ -187,6 +192,24 @@ class Settings(BaseSettings):
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
             raise ValueError("public_url must be an absolute http(s) URL such as https://api.example.com")
         return url.rstrip("/")
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def split_forwarded_allow_ips(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def addresses_or_networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if item != "*":
+                try:
+                    ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise ValueError(f"{item!r} is neither an IP address, a network nor `*`") from None
+        return value
 
     @field_validator("node_id")
     @classmethod

@@ -103,6 +103,9 @@ def run_server(settings: Settings, options: ServerOptions, sockets: list[socket.
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=5,
+        # Ours, always passed: uvicorn's own FORWARDED_ALLOW_IPS must not widen whom we trust.
+        proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
     server = uvicorn.Server(config)
     previous = signal.signal(signal.SIGTERM, _exit_quietly)
