@@ -5,6 +5,11 @@ connections than its limit (100): under load some requests failed that a few
 milliseconds of waiting would have served. A blocking pool queues them; a request
 that still finds none within `POOL_WAIT_SECONDS` fails as Redis being unavailable.
 
+A pooled connection may be dead (Redis restarted, a proxy dropped it): a command that
+meets one is sent once more on a fresh connection. Only connection errors are retried,
+never timeouts, which may mean the command ran. A second failure reaches the caller,
+and clients see it as `SERVICE_UNAVAILABLE` (schema/extensions.py).
+
 Commands and pipelines that cannot reach Redis (refused, reset, timed out, no pooled
 connection in time) count into `mediagraph_redis_errors_total`; error replies
 (NOSCRIPT, BUSYGROUP, …) are answers the callers handle, and are not counted.
@@ -16,6 +21,8 @@ from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -23,6 +30,7 @@ from mediagraph.observability import metrics
 
 POOL_WAIT_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = 5
+RETRIES_ON_DEAD_CONNECTION = 1
 
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
@@ -60,6 +68,8 @@ def redis_client(url: str, *, max_connections: int) -> Redis:
         timeout=POOL_WAIT_SECONDS,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), RETRIES_ON_DEAD_CONNECTION),
+        retry_on_error=[RedisConnectionError],
     )
     return CountingRedis(connection_pool=pool)
 

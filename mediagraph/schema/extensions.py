@@ -6,15 +6,21 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 
 from graphql import GraphQLError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from strawberry.exceptions import StrawberryInputCoercionError
 from strawberry.extensions import SchemaExtension
 from strawberry.types import StreamExecutionResult
 
-from mediagraph.errors import UserError
+from mediagraph.errors import ServiceUnavailable, UserError
 
 log = logging.getLogger("mediagraph.errors")
 
 INTERNAL_MESSAGE = "Internal server error."
+# Redis could not be reached even after the pool's retry on a fresh connection: an outage,
+# not a bug, and the client may try again.
+UNAVAILABLE_ERRORS = (RedisConnectionError, RedisTimeoutError)
+UNAVAILABLE_MESSAGE = "A backing service is unavailable; try again shortly."
 
 # Metadata for `strawberry.subscription(metadata=SHARED_STATE)`: results are the same for everyone,
 # so identical subscriptions may share one execution (`serving/sharing.py`).
@@ -41,6 +47,8 @@ def coded(error: GraphQLError) -> GraphQLError:
         if error.extensions and "code" in error.extensions:
             return error
         return _recoded(error, error.message, {**(error.extensions or {}), "code": code})
+    if isinstance(original, UNAVAILABLE_ERRORS):
+        return _recoded(error, UNAVAILABLE_MESSAGE, {"code": ServiceUnavailable.code})
     return _recoded(error, INTERNAL_MESSAGE, {"code": "INTERNAL_SERVER_ERROR"})
 
 
@@ -57,7 +65,7 @@ def _recoded(error: GraphQLError, message: str, extensions: dict[str, object]) -
 
 def is_internal(error: GraphQLError) -> bool:
     return error.original_error is not None and not isinstance(
-        error.original_error, UserError | StrawberryInputCoercionError
+        error.original_error, UserError | StrawberryInputCoercionError | RedisConnectionError | RedisTimeoutError
     )
 
 
