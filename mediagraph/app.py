@@ -17,6 +17,7 @@ from mediagraph.embedded import resolve_endpoints
 from mediagraph.observability import request_ids
 from mediagraph.observability.exposition import Exposure, MetricsAccess
 from mediagraph.observability.tracing import configure_tracing
+from mediagraph.redis_pool import durability_warnings
 from mediagraph.routes.assets import ASSETS_PATH, dashboard_page, graphiql_page, vendored_assets
 from mediagraph.routes.content import media_content
 from mediagraph.routes.health import healthz, readyz
@@ -101,6 +102,8 @@ def create_app(settings: Settings | None = None) -> MediagraphApp:
                 await provision(endpoints, logical_shards=settings.logical_shards)
             services = await Services.open(settings, endpoints)
             app.state.services = services
+            for warning in await durability_warnings(services.redis):
+                log.warning(warning)
             tune_for_serving()
             log.log(logging.WARNING if access.exposure is Exposure.OFF else logging.INFO, access.describe())
             async with (

@@ -24,6 +24,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediagraph.observability import metrics
@@ -80,3 +81,36 @@ def pool_usage(client: Redis) -> tuple[int, int]:
     in_use = getattr(pool, "_in_use_connections", ())
     idle = getattr(pool, "_available_connections", ())
     return len(in_use), len(idle)
+
+
+async def durability_warnings(redis: Redis) -> list[str]:
+    """What in Redis's configuration may lose data we keep there; empty when nothing does.
+
+    Counted views not yet flushed, playback counters not yet rolled up and leaderboard
+    scores live in Redis for a moment before PostgreSQL has them: a Redis without an
+    append-only file loses them when it restarts, and one that evicts keys may drop them
+    (or the dedupe keys that keep a view from counting twice) at any time.
+    """
+    try:
+        async with redis.pipeline(transaction=False) as pipe:
+            # One name per CONFIG GET: Redis before 7 takes a single pattern.
+            for name in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
+                pipe.config_get(name)
+            replies = await pipe.execute()
+    except ResponseError as error:
+        return [f"cannot read Redis's configuration ({error}); make sure it persists and never evicts keys"]
+    config = {name: value for reply in replies for name, value in reply.items()}
+    warnings: list[str] = []
+    if config.get("appendonly") != "yes":
+        kept = "only periodic snapshots" if config.get("save") else "nothing"
+        warnings.append(
+            f"Redis keeps {kept} on disk (appendonly no): a restart loses recent writes such as counted views "
+            "not yet in PostgreSQL; set `appendonly yes` (with `appendfsync everysec`)"
+        )
+    policy = config.get("maxmemory-policy", "noeviction")
+    if int(config.get("maxmemory") or 0) > 0 and policy != "noeviction":
+        warnings.append(
+            f"Redis evicts keys when full (maxmemory-policy {policy}): it may drop pending counts or dedupe keys; "
+            "set `maxmemory-policy noeviction`"
+        )
+    return warnings

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
+from mediagraph.redis_pool import durability_warnings
 from tests.support.apps import app_with, private_prefix
 from tests.support.factories import RECORD_VIEW, create_media, create_user
 from tests.support.graphql import error_extensions
@@ -60,3 +62,23 @@ async def test_redis_down_is_service_unavailable_not_an_internal_error(private):
     assert "unavailable" in result["errors"][0]["message"]
     redis.start()
     await gql.ok(HOT)  # answers (its entries depend on what other tests engaged with today)
+
+
+async def test_redis_that_keeps_nothing_or_evicts_is_warned_about_at_startup(settings, tmp_path, caplog):
+    redis = PrivateRedis(tmp_path / "redis")  # started with no snapshots and no append-only file
+    redis.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="mediagraph.app"):
+            async with app_with(settings, redis_url=redis.url, redis_prefix=private_prefix(settings, "d")) as app:
+                services, _ = app
+                assert "Redis keeps nothing on disk (appendonly no)" in caplog.text
+                await services.redis.config_set("maxmemory", "100mb")
+                await services.redis.config_set("maxmemory-policy", "allkeys-lru")
+                warnings = await durability_warnings(services.redis)
+                assert len(warnings) == 2
+                assert "maxmemory-policy allkeys-lru" in warnings[1]
+                await services.redis.config_set("appendonly", "yes")
+                await services.redis.config_set("maxmemory-policy", "noeviction")
+                assert await durability_warnings(services.redis) == []
+    finally:
+        redis.stop()

