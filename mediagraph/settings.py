@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     max_query_tokens: int = 2_000
     max_query_aliases: int = 30
     max_page_size: int = 100
+    # Estimated nodes a query may return, from first/last along nested connections (serving/cost.py).
+    max_query_cost: int = Field(default=50_000, ge=1)
     document_cache_size: int = 1_000
     # Queries run from compiled execution plans (serving/plans.py); off runs every one on graphql-core.
     execution_plans: bool = True

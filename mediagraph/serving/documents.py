@@ -1,7 +1,8 @@
 """Parsed, validated documents cached by query text: each distinct document is checked once.
 
 Parsing enforces the token limit; validation runs graphql-core's rules, Strawberry's
-own, and the depth and alias limits. Only documents that pass are cached, so a
+own, and the depth and alias limits; the cost limit (serving/cost.py) is analysed once
+per document and operation, and checked per request against its variables. Only documents that pass are cached, so a
 stream of invalid texts cannot push valid ones out; the cache holds at most
 `document_cache_size` entries, least recently used out first.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from graphql import DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode, parse, specified_rules
 from graphql.validation import ASTValidationRule
@@ -22,6 +24,7 @@ from strawberry.schema.schema import validate_document
 from strawberry.types.graphql import OperationType
 
 from mediagraph.observability import metrics
+from mediagraph.serving.cost import CostFormula, cost_formula, report, too_complex, wants_report
 from mediagraph.serving.plans import OperationPlan, compile_operation
 from mediagraph.settings import Settings
 
@@ -42,6 +45,8 @@ class PreparedDocument:
     first: Operation | None
     # Execution plans by operation name, compiled on first use; None where graphql-core runs it.
     plans: dict[str | None, OperationPlan | None] = field(default_factory=dict)
+    # Cost formulas by operation name, analysed on first use (serving/cost.py).
+    costs: dict[str | None, CostFormula] = field(default_factory=dict)
 
     @classmethod
     def of(cls, document: DocumentNode, errors: list[GraphQLError]) -> PreparedDocument:
@@ -62,6 +67,11 @@ class PreparedDocument:
             self.plans[operation.name] = compile_operation(schema, self.document, operation.name)
         return self.plans[operation.name]
 
+    def cost(self, schema: GraphQLSchema, operation_name: str | None) -> CostFormula:
+        if operation_name not in self.costs:
+            self.costs[operation_name] = cost_formula(schema, self.document, operation_name)
+        return self.costs[operation_name]
+
     def operation(self, name: str | None) -> Operation:
         """The operation `name` picks, as Strawberry picks it: without a name, the first one."""
         if name is None:
@@ -79,6 +89,8 @@ class DocumentCache:
         self.schema = schema
         self.max_tokens = settings.max_query_tokens
         self.max_size = settings.document_cache_size
+        self.max_cost = settings.max_query_cost
+        self.page_cap = settings.max_page_size
         # The limit rules are classes built once: a rule set that changes per
         # request would make every validation a cache miss.
         self.rules: tuple[type[ASTValidationRule], ...] = (
@@ -96,6 +108,13 @@ class DocumentCache:
         if entry is not None:
             self._entries.move_to_end(query)
         return entry
+
+    def priced(
+        self, prepared: PreparedDocument, operation_name: str | None, variables: dict[str, Any] | None
+    ) -> tuple[int, GraphQLError | None]:
+        """The operation's cost with these variables, and the error to answer if it is over the limit."""
+        cost = prepared.cost(self.schema, operation_name).evaluate(variables, cap=self.page_cap)
+        return cost, (too_complex(cost, self.max_cost) if cost > self.max_cost else None)
 
     def prepare(self, query: str) -> PreparedDocument:
         """The document for `query`, parsed and validated; raises GraphQLError on a syntax or token-limit error."""
@@ -121,6 +140,7 @@ class CachedDocuments(SchemaExtension):
 
     def __init__(self) -> None:
         self.prepared: PreparedDocument | None = None
+        self.cost: int | None = None
 
     def on_operation(self) -> Iterator[None]:
         # Should the cache refuse the text, Strawberry parses it itself, under the same limit.
@@ -140,6 +160,17 @@ class CachedDocuments(SchemaExtension):
         yield
 
     def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
         if self.prepared is not None:
-            self.execution_context.pre_execution_errors = list(self.prepared.errors)
+            context.pre_execution_errors = list(self.prepared.errors)
+            if not self.prepared.errors:
+                documents: DocumentCache = context.schema.documents  # type: ignore[attr-defined]
+                self.cost, refused = documents.priced(self.prepared, context.operation_name, context.variables)
+                if refused is not None:
+                    context.pre_execution_errors = [refused]
         yield
+
+    def get_results(self) -> dict[str, Any]:
+        if self.cost is None or not wants_report(self.execution_context.operation_extensions):
+            return {}
+        return report(self.cost, self.execution_context.schema.documents.max_cost)  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from mediagraph.errors import BadUserInput, UserError
 from mediagraph.observability import metrics, tracing
 from mediagraph.schema.extensions import coded
 from mediagraph.services import Services
+from mediagraph.serving.cost import report, wants_report
 from mediagraph.serving.documents import Operation, PreparedDocument
 from mediagraph.serving.executor import PlanExecution
 from mediagraph.serving.persisted import PersistedQueries, query_hash, requested_hash
@@ -107,9 +108,15 @@ class OperationRunner:
             raise RequestRefused(400, InvalidOperationTypeError(operation.type).as_http_error_reason(method))
         if prepared.errors:
             return response_body(None, prepared.errors), operation
+        cost, refused = self.schema.documents.priced(prepared, operation.name, request.variables)
+        if refused is not None:
+            return response_body(None, [refused]), operation
         if register_as is not None:
             await self.persisted.register(services.redis, services.keys, register_as, query)
-        return await self._execute(prepared, operation, request, http, services, sub_response), operation
+        body = await self._execute(prepared, operation, request, http, services, sub_response)
+        if wants_report(request.extensions):
+            body["extensions"] = report(cost, self.schema.documents.max_cost)
+        return body, operation
 
     def _start(
         self, prepared: PreparedDocument, operation: Operation, request: GraphQLRequest, context: Context
