@@ -117,6 +117,12 @@ async def load(database_url: str, *, media: int, users: int, seed: int = 8) -> N
             columns=["media_id", "like_count"],
             records=[(media_id, len(fans_of)) for media_id, fans_of in likes if fans_of],
         )
+        # The sort columns already agree with the counters, as a sync leaves them: the sort
+        # generation moves past the loaded rows (stamped with the next one on insert), or
+        # every page would look through all of them for omitted items.
+        await connection.execute(
+            "UPDATE media_sort_generation SET generation = (SELECT coalesce(max(sort_generation), 0) FROM media)"
+        )
         await connection.execute(
             "ANALYZE users; ANALYZE media; ANALYZE media_view_count; ANALYZE media_likes; ANALYZE media_like_count"
         )

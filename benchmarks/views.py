@@ -43,7 +43,7 @@ async def _bench(settings: Settings, *, views: int, media: int, concurrency: int
         global_ids = [to_global_id("Media", media_id) for media_id in media_ids]
         with live_server(settings) as base:
             recorded, baseline = await _alternate(base, global_ids, views=views, concurrency=concurrency)
-        counted = sum((await live_view_totals(services, services.databases.main_session, media_ids)).values())
+        counted = sum((await live_view_totals(services, media_ids)).values())
         started = time.perf_counter()
         flushed = await worker.flush(services)
         flush_seconds = time.perf_counter() - started

@@ -202,10 +202,10 @@ async def test_view_counts_fall_back_to_the_database_when_redis_is_down(http, gq
     unreachable = Redis(port=free_port(), socket_connect_timeout=1)
     try:
         without_redis = dataclasses.replace(services, redis=unreachable)
-        assert await live_view_totals(without_redis, services.databases.main_session, [raw_id]) == {raw_id: 3}
+        assert await live_view_totals(without_redis, [raw_id]) == {raw_id: 3}
     finally:
         await unreachable.aclose()
-    assert await live_view_totals(services, services.databases.main_session, [raw_id]) == {raw_id: 5}
+    assert await live_view_totals(services, [raw_id]) == {raw_id: 5}
 
 
 async def test_a_burst_beyond_the_redis_pool_waits_for_connections_instead_of_failing(http, gql, settings):

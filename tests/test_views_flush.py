@@ -42,7 +42,7 @@ async def _durable(services, media_ids):
 
 
 async def _live(services, media_ids):
-    return await live_view_totals(services, services.databases.main_session, media_ids)
+    return await live_view_totals(services, media_ids)
 
 
 async def _let_lease_run_out(services, batch):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, String, Text, UniqueConstraint
@@ -52,14 +53,23 @@ class Bookmark(MainTable, table=True):
     created_at: datetime = timestamp()  # type: ignore[assignment]
 
 
-# Whether a user bookmarked each of some media (asyncpg: user id, media ids).
-BOOKMARKED_BY_USER = "SELECT media_id FROM bookmarks WHERE user_id = $1 AND media_id = ANY($2)"
+@dataclass(frozen=True, slots=True)
+class MediaCounts:
+    """A media's counts, read with its row: likes exactly, views with those not flushed yet
+    (None when the request did not ask for views, which then load on their own)."""
+
+    views: int | None
+    likes: int
+
 
 # Which of some media ids still exist (asyncpg: media ids).
 EXISTING_MEDIA = "SELECT id FROM media WHERE id = ANY($1)"
 
 # Media rows, to which a `Where` and an order are appended (asyncpg, the read path).
 ALL_MEDIA = select_all(Media)
+
+# Whether a user bookmarked each of some media (asyncpg: user id, media ids).
+BOOKMARKED_BY_USER = "SELECT media_id FROM bookmarks WHERE user_id = $1 AND media_id = ANY($2)"
 
 
 def with_tags(tags: list[str], *, all_of: bool) -> Where:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
 from mediagraph.lua import Lua
@@ -96,6 +98,23 @@ class SessionGone(Exception):
     """The session's key is gone: expired, evicted, or lost with a Redis restart."""
 
 
+@dataclass
+class Step:
+    """One STEP call, to run alone (`PageSessions.step`) or in a caller's pipeline (`queue`, `parse`)."""
+
+    key: str
+    args: list[int]
+
+    def queue(self, pipe: Pipeline) -> None:
+        STEP_SCRIPT.queue(pipe, [self.key], self.args)
+
+    def parse(self, reply: Any) -> list[list[int]]:
+        """Per list, the undelivered ids found; raises SessionGone."""
+        if reply is None:
+            raise SessionGone
+        return [[int(raw) for raw in found] for found in reply]
+
+
 class PageSessions:
     def __init__(self, redis: Redis, keys: KeySpace, *, ttl_seconds: int) -> None:
         self.redis = redis
@@ -104,6 +123,20 @@ class PageSessions:
 
     def delivered_key(self, session_id: int, sort: str, list_signature: str) -> str:
         return self.keys.key("paging", f"{{{session_id}}}", sort.lower(), list_signature)
+
+    def step_of(
+        self,
+        key: str,
+        *,
+        rewind: int | None,
+        next_number: int,
+        inline: Sequence[int] = (),
+        lists: Sequence[Candidates],
+    ) -> Step:
+        args: list[int] = [self.ttl_seconds, -1 if rewind is None else rewind, next_number, len(inline), *inline]
+        for candidates in lists:
+            args += [candidates.want, candidates.record, len(candidates.ids), *candidates.ids]
+        return Step(key, args)
 
     async def step(
         self,
@@ -115,10 +148,5 @@ class PageSessions:
         lists: Sequence[Candidates],
     ) -> list[list[int]]:
         """Filter and record one step atomically: per list, the undelivered ids found (raises SessionGone)."""
-        args: list[int] = [self.ttl_seconds, -1 if rewind is None else rewind, next_number, len(inline), *inline]
-        for candidates in lists:
-            args += [candidates.want, candidates.record, len(candidates.ids), *candidates.ids]
-        reply = await STEP_SCRIPT.run(self.redis, [key], args)
-        if reply is None:
-            raise SessionGone
-        return [[int(raw) for raw in found] for found in reply]
+        step = self.step_of(key, rewind=rewind, next_number=next_number, inline=inline, lists=lists)
+        return step.parse(await STEP_SCRIPT.run(self.redis, [key], step.args))

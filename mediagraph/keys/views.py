@@ -23,8 +23,10 @@ from enum import IntEnum
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
+from mediagraph.lua import Lua, run_pipeline
 
 COUNT_VIEW = """
 if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
@@ -80,6 +82,8 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 end
 return out
 """
+
+READ_UNFLUSHED_SCRIPT = Lua(READ_UNFLUSHED)
 
 # Lua's unpack() has a stack limit; a loader batch is split into chunks below it.
 READ_CHUNK = 1_000
@@ -195,21 +199,42 @@ class ViewBuffer:
 
     async def read_unflushed(self, media_ids: Sequence[int]) -> Unflushed:
         """Pending and in-flight counts of `media_ids`, in one pipelined round trip."""
+        replies: list[Any] = []
+        read = self.queue_unflushed(None, media_ids)
+        if read.calls:
+            replies = await run_pipeline(self.redis, [READ_UNFLUSHED_SCRIPT], lambda pipe: read.queue(pipe))
+        return read.parse(replies)
+
+    def queue_unflushed(self, pipe: Pipeline | None, media_ids: Sequence[int]) -> UnflushedRead:
+        """The reads of `media_ids`' pending and in-flight counts, to run in a caller's pipeline
+        (queued on `pipe` now, or by `queue` later); `parse` turns their replies into counts."""
         by_bucket: dict[int, list[int]] = {}
         for media_id in dict.fromkeys(media_ids):
             by_bucket.setdefault(self.bucket_of(media_id), []).append(media_id)
-        script = self.redis.register_script(READ_UNFLUSHED)
-        calls: list[list[int]] = []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for bucket, ids in by_bucket.items():
-                for start in range(0, len(ids), READ_CHUNK):
-                    chunk = ids[start : start + READ_CHUNK]
-                    keys = [self.pending_key(bucket), self.batches_key(bucket)]
-                    await script(keys=keys, args=[self.batch_key(bucket, ""), *chunk], client=pipe)
-                    calls.append(chunk)
-            replies = await pipe.execute()
+        read = UnflushedRead([])
+        for bucket, ids in by_bucket.items():
+            for start in range(0, len(ids), READ_CHUNK):
+                chunk = ids[start : start + READ_CHUNK]
+                keys = [self.pending_key(bucket), self.batches_key(bucket)]
+                read.calls.append((keys, [self.batch_key(bucket, ""), *chunk], chunk))
+        if pipe is not None:
+            read.queue(pipe)
+        return read
+
+
+@dataclass
+class UnflushedRead:
+    """READ_UNFLUSHED calls, one per bucket (chunk): keys, arguments and the media ids asked."""
+
+    calls: list[tuple[list[str], list[Any], list[int]]]
+
+    def queue(self, pipe: Pipeline) -> None:
+        for keys, args, _ in self.calls:
+            READ_UNFLUSHED_SCRIPT.queue(pipe, keys, args)
+
+    def parse(self, replies: Sequence[Any]) -> Unflushed:
         unflushed = Unflushed(pending={}, in_flight={})
-        for chunk, reply in zip(calls, replies, strict=True):
+        for (_, _, chunk), reply in zip(self.calls, replies, strict=True):
             _add(unflushed.pending, chunk, reply[0])
             for at in range(1, len(reply), 2):
                 _add(unflushed.in_flight.setdefault(uuid.UUID(reply[at].decode()), {}), chunk, reply[at + 1])

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from mediagraph.db.media import MediaCounts
 from mediagraph.errors import BadUserInput
 
 R = TypeVar("R")
@@ -64,6 +65,8 @@ class Page(Generic[R]):
     # Where to go on from when a page has no items yet paging is not over.
     continuation: str | None = None
     has_previous_page: bool = False
+    # Pages of media: counts read with the rows, by media id.
+    counts: dict[int, MediaCounts] = field(default_factory=dict)
 
     @property
     def end_cursor(self) -> str | None:
@@ -80,6 +83,7 @@ class Page(Generic[R]):
             omitted=[convert(item) for item in self.omitted],
             continuation=self.continuation,
             has_previous_page=self.has_previous_page,
+            counts=self.counts,
         )
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +11,7 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.dataloaders.media import BookmarkedByViewerLoader
 from mediagraph.db.media import Media as MediaRow
+from mediagraph.db.media import MediaCounts
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity
 from mediagraph.resolvers import comments as comment_resolvers
@@ -24,7 +25,16 @@ from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.extensions import ORIGIN_DEPENDENT, SHARED_STATE, VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
-from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_builder, register_node, requested
+from mediagraph.schema.relay import (
+    BuiltByName,
+    Edge,
+    Node,
+    PageInfo,
+    register_builder,
+    register_node,
+    requested,
+    selects,
+)
 from mediagraph.schema.scalars import Count
 from mediagraph.schema.users import User
 
@@ -60,9 +70,12 @@ class Media(Node):
     size_bytes: Count = strawberry.field(description="Size in bytes.")
     created_at: datetime
     updated_at: datetime
+    # Counts read with the row (a page reads them for all its rows at once); None: load them.
+    known_view_count: strawberry.Private[int | None] = None
+    known_like_count: strawberry.Private[int | None] = None
 
     @classmethod
-    def from_row(cls, row: MediaRow) -> Media:
+    def from_row(cls, row: MediaRow, counts: MediaCounts | None = None) -> Media:
         return cls(
             id=strawberry.ID(to_global_id("Media", row.id)),
             raw_id=row.id,
@@ -75,6 +88,8 @@ class Media(Node):
             size_bytes=row.size_bytes,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            known_view_count=counts.views if counts is not None else None,
+            known_like_count=counts.likes if counts is not None else None,
         )
 
     @strawberry.field(
@@ -96,13 +111,19 @@ class Media(Node):
     async def viewer_has_bookmarked(self, info: Info[Context, None]) -> bool:
         return await info.context.loader(BookmarkedByViewerLoader).load(self.raw_id)
 
-    @strawberry.field(description="Views counted so far, including those not yet flushed to the database.")
-    async def view_count(self, info: Info[Context, None]) -> Count:
-        return await view_resolvers.view_count(info.context, self.raw_id)
+    # Plain values when read with the row; otherwise the loader's awaitable (the executor
+    # awaits what a resolver returns), so a page's items cost no coroutine each.
+    @strawberry.field(
+        description="Views counted so far, including those not yet flushed to the database.", graphql_type=Count
+    )
+    def view_count(self, info: Info[Context, None]) -> int | Awaitable[int]:
+        known = self.known_view_count
+        return known if known is not None else view_resolvers.view_count(info.context, self.raw_id)
 
-    @strawberry.field
-    async def like_count(self, info: Info[Context, None]) -> Count:
-        return await view_resolvers.like_count(info.context, self.raw_id)
+    @strawberry.field(graphql_type=Count)
+    def like_count(self, info: Info[Context, None]) -> int | Awaitable[int]:
+        known = self.known_like_count
+        return known if known is not None else view_resolvers.like_count(info.context, self.raw_id)
 
     @strawberry.field(metadata=VIEWER_DEPENDENT)
     async def viewer_has_liked(self, info: Info[Context, None]) -> bool:
@@ -155,6 +176,11 @@ class Media(Node):
         return comment_page(result)
 
 
+def shows_view_counts(info: Info[Context, None]) -> bool:
+    """Whether a media connection's selection shows `viewCount` (its items' or omitted ones')."""
+    return selects(info, "edges", "node", "viewCount") or selects(info, "omitted", "viewCount")
+
+
 def media_or_none(row: MediaRow | None) -> Media | None:
     return Media.from_row(row) if row is not None else None
 
@@ -186,10 +212,11 @@ class MediaConnection:
 
     @classmethod
     def from_page(cls, page: Page[MediaRow]) -> MediaConnection:
+        counts = page.counts
         return cls(
-            edges=[Edge(cursor=cursor, node=Media.from_row(row)) for cursor, row in page.items],
+            edges=[Edge(cursor=cursor, node=Media.from_row(row, counts.get(row.id))) for cursor, row in page.items],
             page_info=PageInfo.of(page),
-            omitted=[Media.from_row(row) for row in page.omitted],
+            omitted=[Media.from_row(row, counts.get(row.id)) for row in page.omitted],
         )
 
 
@@ -220,13 +247,16 @@ class MediaQueries:
         before: str | None = None,
     ) -> MediaConnection:
         settings = info.context.settings
+        views = shows_view_counts(info)
         if sort is MediaSort.NEWEST:
             request = requested(settings, first=first, after=after, last=last, before=before)
-            page = await resolvers.media_list(info.context, tags=tags, tag_match=tag_match, request=request)
+            page = await resolvers.media_list(
+                info.context, tags=tags, tag_match=tag_match, request=request, views=views
+            )
         else:
             requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
             page = await ranked_media_list(
-                info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after
+                info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
             )
             page.has_previous_page = after is not None
         return MediaConnection.from_page(page)

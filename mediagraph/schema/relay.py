@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 import strawberry
+from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionNode
+from strawberry.types import Info
 
 from mediagraph.resolvers.pagination import DEFAULT_PAGE_SIZE, Page, PageRequest, page_request
 from mediagraph.settings import Settings
@@ -94,6 +96,41 @@ OBJECT_BUILDERS: dict[str, ObjectBuilder] = {}
 
 def register_builder(type_name: str, build: ObjectBuilder) -> None:
     OBJECT_BUILDERS[type_name] = build
+
+
+def selects(info: Info[Any, Any], *path: str) -> bool:
+    """Whether the field's selection reaches `path` (field names, through fragments).
+
+    Directives are not evaluated: a field under `@skip`/`@include` counts as selected,
+    so a resolver that prepares for it at worst prepares in vain."""
+    raw = info._raw_info
+    return _reaches(raw.field_nodes, raw.fragments, path)
+
+
+def _reaches(nodes: Sequence[FieldNode], fragments: dict[str, FragmentDefinitionNode], path: Sequence[str]) -> bool:
+    if not path:
+        return True
+    return any(
+        node.selection_set is not None and _among(node.selection_set.selections, fragments, path)
+        for node in nodes
+    )
+
+
+def _among(
+    selections: Sequence[SelectionNode], fragments: dict[str, FragmentDefinitionNode], path: Sequence[str]
+) -> bool:
+    for selection in selections:
+        if isinstance(selection, FieldNode):
+            if selection.name.value == path[0] and _reaches([selection], fragments, path[1:]):
+                return True
+        elif isinstance(selection, InlineFragmentNode):
+            if _among(selection.selection_set.selections, fragments, path):
+                return True
+        elif isinstance(selection, FragmentSpreadNode):
+            fragment = fragments.get(selection.name.value)
+            if fragment is not None and _among(fragment.selection_set.selections, fragments, path):
+                return True
+    return False
 
 
 class BuiltByName(Generic[T]):

@@ -17,7 +17,7 @@ from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.extensions import VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveChannelViewers, PlaybackStats, live_viewers_of_channel
-from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node, requested
+from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node, requested, selects
 from mediagraph.schema.scalars import Count
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ class User(Node):
         before: str | None = None,
     ) -> MediaConnectionRef:
         request = requested(info.context.settings, first=first, after=after, last=last, before=before)
-        page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, request=request)
+        views = selects(info, "edges", "node", "viewCount")
+        page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, request=request, views=views)
         return media_connection(page)
 
     @strawberry.field(

@@ -36,7 +36,7 @@ async def announce(services: Services, media_ids: list[int]) -> None:
         watched += [media_id for media_id, (_, subscribers) in zip(chunk, counts, strict=True) if subscribers]
     if not watched:
         return
-    totals = await live_view_totals(services, services.databases.main_session, watched)
+    totals = await live_view_totals(services, watched)
     for media_id in watched:
         await services.bus.publish(channels[media_id], {"mediaId": media_id, "viewCount": totals[media_id]})
 
@@ -75,7 +75,7 @@ async def view_count_updates(services: Services, media_id: int) -> AsyncIterator
     interval = services.settings.view_push_interval_seconds
     async with services.bus.subscribe(channel, keep=1, min_interval=interval) as events:
         # Subscribed before reading, so a change between the read and the first event is not lost.
-        last = (await live_view_totals(services, services.databases.main_session, [media_id]))[media_id]
+        last = (await live_view_totals(services, [media_id]))[media_id]
         yield last
         async for event in events:
             count = int(event["viewCount"])

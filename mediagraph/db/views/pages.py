@@ -1,5 +1,7 @@
 """The statements of view- and like-sorted media pages, on the asyncpg read path.
 
+Every page row carries its counts (`COUNTED_MEDIA`): the flushed views and the exact likes.
+
 A page is read in one statement, one snapshot: the sync generation, the page's rows
 below the cursor and (after the first page) the ids of media above the cursor that
 the sync changed since the cursor's generation, the candidates for `omitted`. Which of
@@ -31,12 +33,20 @@ MEDIA_COLUMNS = ", ".join(f'm."{column.name}"' for column in Media.__table__.col
 GENERATION = "SELECT generation FROM media_sort_generation WHERE id = 1"
 
 
+# Each row's counts come with it: the flushed views (Redis holds the rest) and the exact likes.
+COUNTS = "coalesce(v.view_count, 0) AS flushed_views, coalesce(l.like_count, 0) AS exact_likes"
+COUNTED_MEDIA = (
+    f"SELECT {MEDIA_COLUMNS}, {COUNTS} FROM media m "
+    "LEFT JOIN media_view_count v ON v.media_id = m.id LEFT JOIN media_like_count l ON l.media_id = m.id"
+)
+
+
 def _rows(by: RankedBy, where: Where, *, limit: int, where_from: int, below: bool) -> str:
-    """Media rows in rank order (below the position `($1, $2)` when `below`), at most `$<limit>`."""
+    """Media rows with their counts in rank order (below the position `($1, $2)` when `below`), at most `$<limit>`."""
     column = by.value
     position = f"(m.{column}, m.id) < ($1, $2) AND " if below else ""
     return (
-        f"SELECT {MEDIA_COLUMNS} FROM media m WHERE {position}{where.sql(first=where_from)} "
+        f"{COUNTED_MEDIA} WHERE {position}{where.sql(first=where_from)} "
         f"ORDER BY m.{column} DESC, m.id DESC LIMIT ${limit}"
     )
 
@@ -147,3 +157,11 @@ async def rows_below(
 ) -> list[asyncpg.Record]:
     """More rows below a position, for a page whose first read held too many delivered ones."""
     return await reads.fetch(_below_sql(by, where.clauses), *position, limit, *where.args)
+
+
+COUNTED_BY_IDS = f"{COUNTED_MEDIA} WHERE m.id = ANY($1)"
+
+
+async def counted_by_ids(reads: ReadPool, media_ids: list[int]) -> list[asyncpg.Record]:
+    """Media rows with their counts, by id (a media deleted since is missing)."""
+    return await reads.fetch(COUNTED_BY_IDS, media_ids)

@@ -6,13 +6,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import BigInteger, select, text
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import UUID as UUIDType
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import col
 
 from mediagraph.db.engines import Databases
+from mediagraph.db.reads import ReadPool
 from mediagraph.db.views import MediaLikeCount, MediaViewCount
 
 # pg advisory lock: one sync at a time; others skip the round.
@@ -58,12 +57,16 @@ SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM stamped)
 
 COUNT_CHANGES_WAITING = text("SELECT count(*) FROM (SELECT 1 FROM media_count_changes LIMIT :limit) AS waiting")
 
-DURABLE_COUNTS = text(
-    "SELECT i.media_id, coalesce(c.view_count, 0), "
-    "(SELECT array_agg(b.id) FROM media_view_batches b WHERE b.id = ANY(CAST(:batches AS uuid[]))) "
-    "FROM unnest(CAST(:ids AS bigint[])) AS i(media_id) "
+# asyncpg (the read path): media ids, batch ids.
+DURABLE_COUNTS = (
+    "SELECT i.media_id, coalesce(c.view_count, 0) AS view_count, "
+    "(SELECT array_agg(b.id) FROM media_view_batches b WHERE b.id = ANY($2::uuid[])) AS applied "
+    "FROM unnest($1::bigint[]) AS i(media_id) "
     "LEFT JOIN media_view_count c ON c.media_id = i.media_id"
-).columns(media_id=BigInteger, view_count=BigInteger, applied=ARRAY(UUIDType(as_uuid=True)))
+)
+
+# Exact likes of each of some media (asyncpg: media ids); a media without a row has none.
+LIKE_COUNTS = "SELECT media_id, like_count FROM media_like_count WHERE media_id = ANY($1)"
 
 
 async def apply_view_deltas(session: AsyncSession, deltas: Mapping[int, int]) -> None:
@@ -98,11 +101,18 @@ async def forget_applied_batches(session: AsyncSession, *, before: datetime) -> 
 
 
 async def durable_view_counts(
-    session: AsyncSession, media_ids: Sequence[int], batches: Sequence[UUID]
-) -> list[tuple[int, int, list[UUID] | None]]:
-    """Flushed views of each media, and which of `batches` PostgreSQL has applied (on the first row)."""
-    result = await session.execute(DURABLE_COUNTS, {"ids": list(dict.fromkeys(media_ids)), "batches": list(batches)})
-    return [(row[0], row[1], row[2]) for row in result]
+    reads: ReadPool, media_ids: Sequence[int], batches: Sequence[UUID]
+) -> tuple[dict[int, int], set[UUID]]:
+    """Flushed views of each media, and which of `batches` PostgreSQL has applied: one snapshot."""
+    rows = await reads.fetch(DURABLE_COUNTS, list(dict.fromkeys(media_ids)), list(batches))
+    applied = set(rows[0]["applied"] or ()) if rows else set()
+    return {row["media_id"]: row["view_count"] for row in rows}, applied
+
+
+async def like_counts(reads: ReadPool, media_ids: Sequence[int]) -> dict[int, int]:
+    """Exact likes of each media (merged with other requests' reads of the same kind)."""
+    rows = await reads.fetch_keyed(LIKE_COUNTS, "media_id", media_ids)
+    return {media_id: rows[media_id]["like_count"] if media_id in rows else 0 for media_id in media_ids}
 
 
 async def flushed_view_counts_between(databases: Databases, first_id: int, end_id: int) -> dict[int, int]:

@@ -19,10 +19,12 @@ from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import store as comment_store
-from mediagraph.db.media import ALL_MEDIA, Bookmark, Media, newer_media, owned_by, with_tags
+from mediagraph.db.media import Bookmark, Media, newer_media, owned_by, with_tags
 from mediagraph.db.rows import Where
+from mediagraph.db.views.pages import COUNTED_MEDIA
 from mediagraph.errors import BadUserInput, Forbidden, NotFound, ServiceUnavailable
 from mediagraph.keys.media import media_uploaded_channel
+from mediagraph.resolvers.media.page_counts import read_counts
 from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 from mediagraph.storage.sniff import ALLOWED_TYPES, HEAD_BYTES, content_matches
 from mediagraph.subscriptions.media import uploads
@@ -60,19 +62,25 @@ async def require_media(context: Context, media_id: int) -> Media:
     return media
 
 
-async def _newest_page(context: Context, where: Where, *, request: PageRequest, kind: str) -> Page[Media]:
+async def _newest_page(
+    context: Context, where: Where, *, request: PageRequest, kind: str, views: bool
+) -> Page[Media]:
     cursor_id = _after(context, kind, request.cursor)
     reads = context.services.databases.main_reads
     if request.backward:
-        # Rarely asked (a client scrolling back up): a plain statement, not merged with others.
+        # Rarely asked (a client scrolling back up): a plain statement, not merged with others,
+        # and the counts load on their own.
         records = await reads.fetch(newer_media(where), cursor_id or 0, request.size + 1, *where.args)
     else:
-        records = await reads.fetch_newest_page(ALL_MEDIA, where, before=cursor_id, limit=request.size + 1)
+        records = await reads.fetch_newest_page(COUNTED_MEDIA, where, before=cursor_id, limit=request.size + 1)
     rows = media_rows.all(records)
     loader = context.loader(MediaByIdLoader)
     for row in rows:
         loader.prime(row.id, row)
-    return keyset_page(request, rows, lambda row: _cursor(context, kind, row.id))
+    page = keyset_page(request, rows, lambda row: _cursor(context, kind, row.id))
+    if not request.backward:
+        page.counts = await read_counts(context, records[: request.size], views=views)
+    return page
 
 
 def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
@@ -85,14 +93,17 @@ def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
 
 
 async def media_list(
-    context: Context, *, tags: list[str] | None, tag_match: TagMatch, request: PageRequest
+    context: Context, *, tags: list[str] | None, tag_match: TagMatch, request: PageRequest, views: bool = False
 ) -> Page[Media]:
+    """Newest first; `views`: the request shows view counts (read for the whole page at once)."""
     where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
-    return await _newest_page(context, where, request=request, kind="media:newest")
+    return await _newest_page(context, where, request=request, kind="media:newest", views=views)
 
 
-async def media_by_owner(context: Context, *, owner_id: int, request: PageRequest) -> Page[Media]:
-    return await _newest_page(context, owned_by(owner_id), request=request, kind="media:owner")
+async def media_by_owner(
+    context: Context, *, owner_id: int, request: PageRequest, views: bool = False
+) -> Page[Media]:
+    return await _newest_page(context, owned_by(owner_id), request=request, kind="media:owner", views=views)
 
 
 async def upload_media(

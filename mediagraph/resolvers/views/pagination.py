@@ -30,12 +30,13 @@ from datetime import timedelta
 from enum import Enum
 
 import asyncpg
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
+from mediagraph.dataloaders.media import media_rows
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media, with_tags
 from mediagraph.db.reads import LAST_ID
@@ -44,8 +45,11 @@ from mediagraph.db.views import pages
 from mediagraph.db.views.pages import RankedBy, ScanPoint
 from mediagraph.errors import BadUserInput, CursorExpired, ServiceUnavailable
 from mediagraph.ids import snowflake_time
-from mediagraph.keys.paging import Candidates, PageSessions, SessionGone
+from mediagraph.keys.paging import STEP_SCRIPT, Candidates, PageSessions, SessionGone
+from mediagraph.keys.views import READ_UNFLUSHED_SCRIPT
+from mediagraph.lua import run_pipeline
 from mediagraph.resolvers.media import TagMatch
+from mediagraph.resolvers.media.page_counts import counts_of, read_counts, unflushed_read
 from mediagraph.resolvers.pagination import Page, page_size
 
 # A first-page cursor carries the ids served so far; this bounds its length.
@@ -133,20 +137,22 @@ async def ranked_media_list(
     tag_match: TagMatch,
     first: int | None,
     after: str | None,
+    views: bool = False,
 ) -> Page[Media]:
+    """`views`: the request shows view counts (read for the whole page at once)."""
     limit = page_size(first, min(context.settings.max_page_size, INLINE_LIMIT))
     where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
     signature = filter_signature(tags, tag_match)
     by = RankedBy[sort.value]
     if after is None:
-        return await _first_page(context, sort, by, where, signature, limit)
+        return await _first_page(context, sort, by, where, signature, limit, views)
     cursor = SessionCursor.decode(context.settings.secret_key, sort, after)
     if cursor.filter != signature:
         raise BadUserInput("The cursor belongs to a list with other tags; start again without `after`.")
     ttl = timedelta(seconds=context.settings.page_session_ttl_seconds)
     if cursor.inline and snowflake_time(cursor.session_id) < utcnow() - ttl:
         raise CursorExpired(EXPIRED)
-    return await _next_page(context, sort, by, where, cursor, limit)
+    return await _next_page(context, sort, by, where, cursor, limit, views)
 
 
 def _position(by: RankedBy, row: asyncpg.Record) -> tuple[int, int]:
@@ -154,7 +160,7 @@ def _position(by: RankedBy, row: asyncpg.Record) -> tuple[int, int]:
 
 
 async def _first_page(
-    context: Context, sort: MediaSort, by: RankedBy, where: Where, signature: str, limit: int
+    context: Context, sort: MediaSort, by: RankedBy, where: Where, signature: str, limit: int, views: bool
 ) -> Page[Media]:
     read = await pages.first_page(context.services.databases.main_reads, by, where, limit=limit + 1)
     session_id = context.services.ids.next_id()
@@ -166,7 +172,8 @@ async def _first_page(
         count, media_id = _position(by, row)
         cursor = SessionCursor(session_id, len(served), read.generation, count, media_id, signature, served)
         items.append((cursor.encode(secret, sort), media_rows(row)))
-    return Page(items=items, has_next_page=len(read.rows) > limit)
+    counts = await read_counts(context, page, views=views)
+    return Page(items=items, has_next_page=len(read.rows) > limit, counts=counts)
 
 
 @dataclass
@@ -181,7 +188,7 @@ class _Found:
 
 
 async def _next_page(
-    context: Context, sort: MediaSort, by: RankedBy, where: Where, cursor: SessionCursor, limit: int
+    context: Context, sort: MediaSort, by: RankedBy, where: Where, cursor: SessionCursor, limit: int, views: bool
 ) -> Page[Media]:
     omitted_limit = context.settings.max_page_size
     reads = context.services.databases.main_reads
@@ -193,17 +200,27 @@ async def _next_page(
         reads, by, where, position=position, scan_after=cursor.scan_after, limit=fetch, scan_limit=OMITTED_SCAN
     )
     assert read.omitted is not None
+    step = sessions.step_of(
+        key,
+        rewind=cursor.served,
+        next_number=cursor.served,
+        inline=cursor.inline,
+        lists=[
+            Candidates(read.omitted.ids, want=omitted_limit + 1, record=omitted_limit),
+            Candidates([row["id"] for row in read.rows], want=limit + 1, record=limit),
+        ],
+    )
+    # The page's views not flushed yet travel in the same round trip as the step.
+    unflushed = unflushed_read(context, read.rows) if views else None
+
+    def queue(pipe: Pipeline) -> None:
+        step.queue(pipe)
+        if unflushed is not None:
+            unflushed.queue(pipe)
+
     try:
-        omitted, page_ids = await sessions.step(
-            key,
-            rewind=cursor.served,
-            next_number=cursor.served,
-            inline=cursor.inline,
-            lists=[
-                Candidates(read.omitted.ids, want=omitted_limit + 1, record=omitted_limit),
-                Candidates([row["id"] for row in read.rows], want=limit + 1, record=limit),
-            ],
-        )
+        replies = await run_pipeline(context.services.redis, [STEP_SCRIPT, READ_UNFLUSHED_SCRIPT], queue)
+        omitted, page_ids = step.parse(replies[0])
         found = _Found(_pick(read.rows, page_ids), omitted, _last(by, read.rows, position))
         if len(page_ids) <= limit and len(read.rows) == fetch:
             await _read_on(context, sessions, key, by, where, found, cursor, limit, fetch)
@@ -230,11 +247,20 @@ async def _next_page(
     if go_on and not items:
         count, media_id = found.last_examined
         continuation = replace(base, count=count, media_id=media_id).encode(secret, sort)
+    # Rows of the first read have their unflushed views from the step's round trip.
+    in_first_read = set(page_ids)
+    shown = page[:limit]
+    unflushed_views = unflushed.parse(replies[1:]) if unflushed is not None else None
+    counts = await counts_of(context, [row for row in shown if row["id"] in in_first_read], unflushed_views)
+    counts |= await read_counts(context, [row for row in shown if row["id"] not in in_first_read], views=views)
+    omitted_rows = await _omitted_rows(context, by, omitted_ids)
+    counts |= await read_counts(context, omitted_rows, views=views)
     return Page(
         items=items,
         has_next_page=len(page) > limit or go_on,
-        omitted=await _omitted_rows(context, by, omitted_ids),
+        omitted=media_rows.all(omitted_rows),
         continuation=continuation,
+        counts=counts,
     )
 
 
@@ -278,9 +304,9 @@ def _last(by: RankedBy, rows: list[asyncpg.Record], otherwise: tuple[int, int]) 
     return _position(by, rows[-1]) if rows else otherwise
 
 
-async def _omitted_rows(context: Context, by: RankedBy, media_ids: list[int]) -> list[Media]:
+async def _omitted_rows(context: Context, by: RankedBy, media_ids: list[int]) -> list[asyncpg.Record]:
     """The omitted media as they are now, highest first (one deleted since is left out)."""
     if not media_ids:
         return []
-    found = [row for row in await context.loader(MediaByIdLoader).load_many(media_ids) if row is not None]
-    return sorted(found, key=lambda media: (getattr(media, by.value), media.id), reverse=True)
+    rows = await pages.counted_by_ids(context.services.databases.main_reads, media_ids)
+    return sorted(rows, key=lambda row: _position(by, row), reverse=True)
