@@ -99,12 +99,17 @@ class OperationSpan:
     def __init__(self, span: Any) -> None:
         self.span = span
 
-    def finished(self, operation_type: str | None, name: str | None, error_codes: Sequence[object]) -> None:
+    def finished(
+        self, operation_type: str | None, name: str | None, error_codes: Sequence[object], *, cost: int | None = None
+    ) -> None:
         if operation_type is not None:
             self.span.update_name(f"{operation_type} {name}" if name else operation_type)
             self.span.set_attribute("graphql.operation.type", operation_type)
         if name:
             self.span.set_attribute("graphql.operation.name", name)
+        if cost is not None:
+            # The estimate the cost limit checked (serving/cost.py), so a slow trace shows what was asked.
+            self.span.set_attribute("graphql.operation.cost", cost)
         if error_codes:
             from opentelemetry.trace import Status, StatusCode
 

@@ -116,6 +116,13 @@ class DocumentCache:
         cost = prepared.cost(self.schema, operation_name).evaluate(variables, cap=self.page_cap)
         return cost, (too_complex(cost, self.max_cost) if cost > self.max_cost else None)
 
+    def cost_of(self, query: str | None, operation_name: str | None, variables: dict[str, Any] | None) -> int | None:
+        """The cost `priced` gave a cached document's operation; None for a text not cached."""
+        prepared = self._entries.get(query) if query is not None else None
+        if prepared is None or prepared.errors:
+            return None
+        return prepared.cost(self.schema, operation_name).evaluate(variables, cap=self.page_cap)
+
     def prepare(self, query: str) -> PreparedDocument:
         """The document for `query`, parsed and validated; raises GraphQLError on a syntax or token-limit error."""
         entry = self.cached(query)

@@ -72,14 +72,15 @@ class OperationRunner:
         started = perf_counter()
         if tracing.enabled():
             with tracing.operation_span(http.scope["headers"]) as span:
-                body, operation = await self._run(request, method, http, services, sub_response)
+                body, operation, cost = await self._run(request, method, http, services, sub_response)
                 span.finished(
                     operation.type.value if operation else None,
                     operation.name if operation else None,
                     [(error.get("extensions") or {}).get("code") for error in body.get("errors") or ()],
+                    cost=cost,
                 )
         else:
-            body, operation = await self._run(request, method, http, services, sub_response)
+            body, operation, _ = await self._run(request, method, http, services, sub_response)
         errors = body.get("errors")
         if errors:
             metrics.count_response_errors(errors)
@@ -91,15 +92,16 @@ class OperationRunner:
 
     async def _run(
         self, request: GraphQLRequest, method: str, http: Request, services: Services, sub_response: Response
-    ) -> tuple[dict[str, Any], Operation | None]:
+    ) -> tuple[dict[str, Any], Operation | None, int | None]:
+        """The body, the operation run (None before one is known) and its cost (None before it is priced)."""
         try:
             query, register_as = await self._query_text(services, request)
         except UserError as error:
-            return response_body(None, [GraphQLError(error.message, original_error=error)]), None
+            return response_body(None, [GraphQLError(error.message, original_error=error)]), None, None
         try:
             prepared = self.schema.documents.prepare(query)
         except GraphQLError as error:
-            return response_body(None, [error]), None
+            return response_body(None, [error]), None, None
         try:
             operation = prepared.operation(request.operation_name)
         except CannotGetOperationTypeError as error:
@@ -107,16 +109,16 @@ class OperationRunner:
         if operation.type not in ALLOWED_OPERATIONS[method]:
             raise RequestRefused(400, InvalidOperationTypeError(operation.type).as_http_error_reason(method))
         if prepared.errors:
-            return response_body(None, prepared.errors), operation
+            return response_body(None, prepared.errors), operation, None
         cost, refused = self.schema.documents.priced(prepared, operation.name, request.variables)
         if refused is not None:
-            return response_body(None, [refused]), operation
+            return response_body(None, [refused]), operation, cost
         if register_as is not None:
             await self.persisted.register(services.redis, services.keys, register_as, query)
         body = await self._execute(prepared, operation, request, http, services, sub_response)
         if wants_report(request.extensions):
             body["extensions"] = report(cost, self.schema.documents.max_cost)
-        return body, operation
+        return body, operation, cost
 
     def _start(
         self, prepared: PreparedDocument, operation: Operation, request: GraphQLRequest, context: Context

@@ -94,10 +94,12 @@ class OperationMetrics(SchemaExtension):
         with tracing.operation_span(connection.scope["headers"] if connection is not None else None) as span:
             yield
             errors = context.result.errors if context.result is not None else None
+            documents: DocumentCache = context.schema.documents  # type: ignore[attr-defined]
             span.finished(
                 context.operation_type.value,
                 context.operation_name,
                 [(error.extensions or {}).get("code") for error in errors or ()],
+                cost=documents.cost_of(context.query, context.operation_name, context.variables),
             )
 
     def on_operation(self) -> Iterator[None]:
