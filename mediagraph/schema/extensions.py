@@ -31,6 +31,15 @@ VIEWER_DEPENDENT = {"viewer_dependent": True}
 # Metadata for a field built from the request's origin (absolute URLs) unless `public_url` is set:
 # without it, a subscription that selects one is executed per subscriber, each on its own origin.
 ORIGIN_DEPENDENT = {"origin_dependent": True}
+# Metadata key naming the attribute where an object may already hold a computed field's value
+# (a page reads its items' counts with the rows): execution plans read it and run the resolver
+# only when it is None. See `prefetched()`.
+PREFETCHED = "prefetched"
+
+
+def prefetched(attribute: str) -> dict[str, str]:
+    """Metadata for a field whose resolver returns `attribute` when set, so a plan may read it directly."""
+    return {PREFETCHED: attribute}
 
 
 def coded(error: GraphQLError) -> GraphQLError:

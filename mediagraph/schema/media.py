@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
+from asyncpg import Record
 from strawberry.file_uploads import Upload
 from strawberry.types import Info
 
@@ -23,7 +24,7 @@ from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.media import counts as count_resolvers
 from mediagraph.resolvers.pagination import Page
 from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
-from mediagraph.schema.extensions import ORIGIN_DEPENDENT, SHARED_STATE, VIEWER_DEPENDENT
+from mediagraph.schema.extensions import ORIGIN_DEPENDENT, SHARED_STATE, VIEWER_DEPENDENT, prefetched
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
 from mediagraph.schema.relay import (
     BuiltByName,
@@ -92,6 +93,26 @@ class Media(Node):
             known_like_count=counts.likes if counts is not None else None,
         )
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], counts: MediaCounts | None = None) -> Media:
+        """As `from_row`, from a row of the asyncpg read path, with no ORM instance built on the way."""
+        media_id = record["id"]
+        return cls(
+            id=strawberry.ID(to_global_id("Media", media_id)),
+            raw_id=media_id,
+            owner_id=record["owner_id"],
+            title=record["title"],
+            description=record["description"],
+            tags=record["tags"],
+            content_type=record["content_type"],
+            filename=record["filename"],
+            size_bytes=record["size_bytes"],
+            created_at=record["created_at"],
+            updated_at=record["updated_at"],
+            known_view_count=counts.views if counts is not None else None,
+            known_like_count=counts.likes if counts is not None else None,
+        )
+
     @strawberry.field(
         description="The absolute URL to download the content from, with HTTP Range requests (a `<video>` can "
         "seek). It starts with the server's MEDIAGRAPH_PUBLIC_URL, or else the origin the request came to.",
@@ -114,13 +135,15 @@ class Media(Node):
     # Plain values when read with the row; otherwise the loader's awaitable (the executor
     # awaits what a resolver returns), so a page's items cost no coroutine each.
     @strawberry.field(
-        description="Views counted so far, including those not yet flushed to the database.", graphql_type=Count
+        description="Views counted so far, including those not yet flushed to the database.",
+        graphql_type=Count,
+        metadata=prefetched("known_view_count"),
     )
     def view_count(self, info: Info[Context, None]) -> int | Awaitable[int]:
         known = self.known_view_count
         return known if known is not None else view_resolvers.view_count(info.context, self.raw_id)
 
-    @strawberry.field(graphql_type=Count)
+    @strawberry.field(graphql_type=Count, metadata=prefetched("known_like_count"))
     def like_count(self, info: Info[Context, None]) -> int | Awaitable[int]:
         known = self.known_like_count
         return known if known is not None else view_resolvers.like_count(info.context, self.raw_id)
@@ -219,6 +242,17 @@ class MediaConnection:
             omitted=[Media.from_row(row, counts.get(row.id)) for row in page.omitted],
         )
 
+    @classmethod
+    def from_records(cls, page: Page[Record]) -> MediaConnection:
+        """A page read as plain rows (the ranked lists): no ORM instance per item."""
+        counts = page.counts
+        build = Media.from_record
+        return cls(
+            edges=[Edge(cursor=cursor, node=build(row, counts.get(row["id"]))) for cursor, row in page.items],
+            page_info=PageInfo.of(page),
+            omitted=[build(row, counts.get(row["id"])) for row in page.omitted],
+        )
+
 
 @strawberry.type
 class DeletedMedia:
@@ -253,13 +287,13 @@ class MediaQueries:
             page = await resolvers.media_list(
                 info.context, tags=tags, tag_match=tag_match, request=request, views=views
             )
-        else:
-            requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
-            page = await ranked_media_list(
-                info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
-            )
-            page.has_previous_page = after is not None
-        return MediaConnection.from_page(page)
+            return MediaConnection.from_page(page)
+        requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
+        ranked = await ranked_media_list(
+            info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
+        )
+        ranked.has_previous_page = after is not None
+        return MediaConnection.from_records(ranked)
 
 
 @strawberry.type

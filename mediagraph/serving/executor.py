@@ -70,6 +70,30 @@ class PlanExecution:
         pending: list[str] = []
         try:
             for field in plan.fields:
+                inline = field.inline
+                if inline is not None:
+                    # The common case of a scalar read off the source, completed here with no
+                    # call per field; anything unusual (None, a failure) takes the general path.
+                    try:
+                        value = getattr(source, inline.attribute)
+                        if value is not None:
+                            if inline.many:
+                                if type(value) is list:
+                                    coerce = inline.coerce
+                                    coerced = [coerce(item) for item in value]
+                                    if None not in coerced and Undefined not in coerced:
+                                        results[field.key] = coerced
+                                        continue
+                            else:
+                                coerced = inline.coerce(value)
+                                if coerced is not None and coerced is not Undefined:
+                                    results[field.key] = coerced
+                                    continue
+                        elif inline.nullable:
+                            results[field.key] = None
+                            continue
+                    except Exception:  # the general path below raises it where it belongs
+                        pass
                 value = self.execute_field(field, source, path)
                 results[field.key] = value
                 if type(value) not in PLAIN and is_awaitable(value):
@@ -87,6 +111,14 @@ class PlanExecution:
             return field.parent_type.name
         completion: Completion = field.completion  # type: ignore[assignment]
         resolve = field.definition.resolve  # type: ignore[union-attr]
+        prefetched = field.prefetched
+        if prefetched is not None and getattr(source, prefetched, None) is not None:
+            # A computed field whose value the source already holds: no resolver, no info.
+            try:
+                return self.complete_value(completion, field, None, None, getattr(source, prefetched))
+            except Exception as raw_error:
+                self.field_error(raw_error, field, completion, Path(parent_path, field.key, field.parent_type.name))
+                return None
         if field.basic and completion.leaf is not None:
             # Plain attribute with a scalar value: no info, and a path only if it fails.
             try:

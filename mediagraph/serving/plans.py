@@ -42,6 +42,8 @@ from graphql.execution.collect_fields import FieldDetails, FragmentDetails, coll
 from graphql.execution.values import VariableValues, get_argument_values
 from graphql.language import Visitor
 
+from mediagraph.schema.extensions import PREFETCHED
+
 # Strawberry's resolver of a plain attribute field: `field.default_resolver(source, python_name)`,
 # ignoring `info` and arguments.
 BASIC_RESOLVER = "_get_basic_result"
@@ -76,6 +78,11 @@ class FieldPlan:
     basic: bool = False
     # For a plain attribute read with getattr: the attribute, so execution skips the resolver wrapper.
     attribute: str | None = None
+    # For a computed field whose source may already hold its value: that attribute (None there: resolve).
+    prefetched: str | None = None
+    # A scalar (or list of non-null scalars) read from `attribute` or `prefetched`: the executor
+    # completes it inline, and takes the general path for anything unusual (None, a failure).
+    inline: InlineLeaf | None = None
     typename: bool = False
     # Argument values fixed by the document; None when they depend on variables.
     arguments: dict[str, Any] | None = None
@@ -85,6 +92,16 @@ class FieldPlan:
     @property
     def node(self) -> FieldNode:
         return self.nodes[0]
+
+
+@dataclass(frozen=True, slots=True)
+class InlineLeaf:
+    """A leaf field completed in place: `coerce(getattr(source, attribute))`, or per item of a list."""
+
+    attribute: str
+    coerce: Any  # the scalar's or enum's coerce_output_value
+    many: bool  # a list of non-null items
+    nullable: bool  # a None value completes to None here (a non-null field's None takes the general path)
 
 
 @dataclass(slots=True)
@@ -176,6 +193,9 @@ class _Compiler:
             null_message=f"Cannot return null for non-nullable field {parent.name}.{name}.",
             label=f"{parent.name}.{name}",
         )
+        if basic or not definition.args:
+            plan.prefetched = None if basic else _prefetched(definition)
+            plan.inline = _inline(plan)
         if not definition.args and not nodes[0].arguments:
             plan.arguments = {}
         elif not _uses_variables(nodes[0]):
@@ -204,6 +224,30 @@ def _attribute(definition: GraphQLField) -> str | None:
     if field is None or field.base_resolver is not None or field.extensions or field.default_resolver is not getattr:
         return None
     return str(field.python_name)
+
+
+def _prefetched(definition: GraphQLField) -> str | None:
+    """The attribute a computed field's value may already sit in, when nothing else runs around its resolver."""
+    field = (definition.extensions or {}).get(STRAWBERRY_FIELD)
+    if field is None or field.extensions:
+        return None
+    attribute = (field.metadata or {}).get(PREFETCHED)
+    return attribute if isinstance(attribute, str) else None
+
+
+def _inline(plan: FieldPlan) -> InlineLeaf | None:
+    attribute = plan.attribute or plan.prefetched
+    completion = plan.completion
+    if attribute is None or completion is None:
+        return None
+    if completion.leaf is not None:
+        # A prefetched None means "not read": it resolves, so only attributes complete None inline.
+        nullable = not completion.non_null and plan.prefetched is None
+        return InlineLeaf(attribute, completion.leaf.coerce_output_value, many=False, nullable=nullable)
+    item = completion.item
+    if item is not None and item.leaf is not None and item.non_null and plan.prefetched is None:
+        return InlineLeaf(attribute, item.leaf.coerce_output_value, many=True, nullable=not completion.non_null)
+    return None
 
 
 def _uses_variables(node: FieldNode) -> bool:

@@ -36,9 +36,8 @@ from redis.exceptions import RedisError
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.media import media_rows
 from mediagraph.db.base import utcnow
-from mediagraph.db.media import Media, with_tags
+from mediagraph.db.media import with_tags
 from mediagraph.db.reads import LAST_ID
 from mediagraph.db.rows import Where
 from mediagraph.db.views import pages
@@ -82,7 +81,7 @@ class SessionCursor:
     scan_id: int = LAST_ID
 
     def encode(self, secret: str, sort: MediaSort) -> str:
-        packed = base64.b64encode(struct.pack(f">{len(self.inline)}q", *self.inline)).decode()
+        packed = base64.b64encode(struct.pack(f">{len(self.inline)}q", *self.inline)).decode() if self.inline else ""
         values = [
             self.session_id,
             self.served,
@@ -138,7 +137,7 @@ async def ranked_media_list(
     first: int | None,
     after: str | None,
     views: bool = False,
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     """`views`: the request shows view counts (read for the whole page at once)."""
     limit = page_size(first, min(context.settings.max_page_size, INLINE_LIMIT))
     where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
@@ -161,7 +160,7 @@ def _position(by: RankedBy, row: asyncpg.Record) -> tuple[int, int]:
 
 async def _first_page(
     context: Context, sort: MediaSort, by: RankedBy, where: Where, signature: str, limit: int, views: bool
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     read = await pages.first_page(context.services.databases.main_reads, by, where, limit=limit + 1)
     session_id = context.services.ids.next_id()
     page = read.rows[:limit]
@@ -171,7 +170,7 @@ async def _first_page(
         served = tuple(r["id"] for r in page[: at + 1])
         count, media_id = _position(by, row)
         cursor = SessionCursor(session_id, len(served), read.generation, count, media_id, signature, served)
-        items.append((cursor.encode(secret, sort), media_rows(row)))
+        items.append((cursor.encode(secret, sort), row))
     counts = await read_counts(context, page, views=views)
     return Page(items=items, has_next_page=len(read.rows) > limit, counts=counts)
 
@@ -189,7 +188,7 @@ class _Found:
 
 async def _next_page(
     context: Context, sort: MediaSort, by: RankedBy, where: Where, cursor: SessionCursor, limit: int, views: bool
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     omitted_limit = context.settings.max_page_size
     reads = context.services.databases.main_reads
     sessions = page_sessions(context)
@@ -238,10 +237,12 @@ async def _next_page(
     base = replace(cursor, served=cursor.served + len(omitted_ids), generation=generation, scan_id=scan_id, inline=())
     secret = context.settings.secret_key
     items = []
+    column = by.value
     for index, row in enumerate(page[:limit]):
-        count, media_id = _position(by, row)
-        edge = replace(base, served=base.served + index + 1, count=count, media_id=media_id)
-        items.append((edge.encode(secret, sort), media_rows(row)))
+        edge = SessionCursor(
+            base.session_id, base.served + index + 1, generation, row[column], row["id"], base.filter, (), scan_id
+        )
+        items.append((edge.encode(secret, sort), row))
     go_on = cut_short or scan_cut or found.unfinished
     continuation = None
     if go_on and not items:
@@ -258,7 +259,7 @@ async def _next_page(
     return Page(
         items=items,
         has_next_page=len(page) > limit or go_on,
-        omitted=media_rows.all(omitted_rows),
+        omitted=omitted_rows,
         continuation=continuation,
         counts=counts,
     )
