@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -50,10 +52,38 @@ def issue_token(settings: Settings, *, user_id: int, role: str, token_version: i
     return jwt.encode(claims, settings.secret_key, algorithm=ALGORITHM)
 
 
+# Tokens verified lately, by (signing key, token): a client sends the same token with
+# every request, and checking its signature and claims again costs more than many a
+# request's own work. An entry holds what verification found and when the token expires,
+# so an expired token is refused exactly as `jwt.decode` would refuse it. Revocation is
+# not decided here: it lives in the user's row (`token_version`), which the checks that
+# need it read on every request (`Context.require_viewer`, the like statement).
+VERIFIED_TOKENS_MAX = 10_000
+_verified: OrderedDict[tuple[str, str], tuple[TokenClaims, float]] = OrderedDict()
+
+
 def read_token(settings: Settings, token: str) -> TokenClaims:
+    key = (settings.secret_key, token)
+    known = _verified.get(key)
+    if known is not None:
+        claims, expires_at = known
+        if time.time() < expires_at:
+            _verified.move_to_end(key)
+            return claims
+        del _verified[key]
+        raise Unauthenticated("The access token has expired.")
+    claims, expires_at = _verify(settings, token)
+    _verified[key] = (claims, expires_at)
+    if len(_verified) > VERIFIED_TOKENS_MAX:
+        _verified.popitem(last=False)
+    return claims
+
+
+def _verify(settings: Settings, token: str) -> tuple[TokenClaims, float]:
     try:
-        claims = jwt.decode(token, settings.secret_key, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]})
-        return TokenClaims(int(claims["sub"]), str(claims.get("role", "user")), int(claims.get("ver", 0)))
+        decoded = jwt.decode(token, settings.secret_key, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]})
+        claims = TokenClaims(int(decoded["sub"]), str(decoded.get("role", "user")), int(decoded.get("ver", 0)))
+        return claims, float(decoded["exp"])
     except jwt.ExpiredSignatureError:
         raise Unauthenticated("The access token has expired.") from None
     except (jwt.InvalidTokenError, ValueError, TypeError):

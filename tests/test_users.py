@@ -57,6 +57,27 @@ async def test_token_signed_with_another_secret_is_rejected(gql):
     assert await gql.error_code(ME, token=forged) == "UNAUTHENTICATED"
 
 
+async def test_a_token_verified_before_is_refused_once_it_expires(gql, settings, monkeypatch):
+    import time
+
+    import jwt
+
+    from mediagraph import security
+    from mediagraph.ids import decode_id
+
+    _, user = await create_user(gql)
+    expires = int(time.time()) + 60
+    token = jwt.encode(
+        {"sub": str(decode_id(user["id"], "User")), "ver": 0, "exp": expires}, settings.secret_key, algorithm="HS256"
+    )
+    assert (await gql.ok(ME, token=token))["me"]["id"] == user["id"]
+    # Verified once, the token is now known to this process; its expiry still holds.
+    monkeypatch.setattr(security.time, "time", lambda: expires + 1)
+    response = await gql(ME, token=token)
+    assert response["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert response["errors"][0]["message"] == "The access token has expired."
+
+
 async def test_login_is_rate_limited_per_username(gql):
     name = unique_name()
     await create_user(gql, username=name)
