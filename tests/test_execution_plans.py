@@ -44,6 +44,16 @@ DIRECTIVE = "query($full: Boolean!) { me { id username @include(if: $full) } }"
 # A non-null field whose resolver fails before its first wait, beside a nullable one that fails too:
 # graphql-core starts every sibling before any coroutine runs, so both errors are reported.
 SIBLING_ERRORS = '{ mediaList(first: 1, after: "forged") { edges { cursor } } post(id: "") { id } }'
+# Mutations run their root fields one after another: the unlike sees the like before it,
+# and the state after both is the state before, so both executions start from the same.
+SERIAL = """
+mutation($id: ID!) {
+  liked: likeMedia(mediaId: $id) { id likeCount viewerHasLiked }
+  unliked: unlikeMedia(mediaId: $id) { id likeCount viewerHasLiked }
+}
+"""
+# A failing non-null root field after one that succeeded nulls the whole answer.
+MUTATION_ERROR = 'mutation($id: ID!) { bookmark(mediaId: $id) { id } likeMedia(mediaId: "!!!") { id } }'
 
 
 def _scope(app, token):
@@ -104,6 +114,9 @@ async def data(http, gql):
         (ABSTRACT, lambda d: {"id": d["media"][2]["id"]}, False, False),
         (DIRECTIVE, lambda d: {"full": True}, True, False),
         (SIBLING_ERRORS, lambda d: {}, False, True),
+        (SERIAL, lambda d: {"id": d["media"][0]["id"]}, True, True),
+        (SERIAL, lambda d: {"id": d["media"][0]["id"]}, False, True),
+        (MUTATION_ERROR, lambda d: {"id": d["media"][1]["id"]}, True, True),
     ],
 )
 async def test_plan_answers_exactly_as_strawberry(app, services, data, query, variables, as_viewer, compiled):

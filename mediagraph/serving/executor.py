@@ -48,7 +48,10 @@ class PlanExecution:
 
     def run(self) -> ExecutionResult | Awaitable[ExecutionResult]:
         try:
-            data = self.execute_fields(self.plan.root, None, None)
+            if self.plan.serial:
+                data = self.execute_fields_serially(self.plan.root)
+            else:
+                data = self.execute_fields(self.plan.root, None, None)
         except GraphQLError as error:
             self.errors.add(error, None)
             return ExecutionResult(None, self.errors.errors or None)
@@ -105,6 +108,25 @@ class PlanExecution:
         if not pending:
             return results
         return _settle(results, pending)
+
+    def execute_fields_serially(self, plan: ObjectPlan) -> Any:
+        """A mutation's root fields: each resolved and completed before the next one starts."""
+        results: dict[str, Any] = {}
+        for at, field in enumerate(plan.fields):
+            value = self.execute_field(field, None, None)
+            if type(value) not in PLAIN and is_awaitable(value):
+                return self._finish_serially(plan, at, value, results)
+            results[field.key] = value
+        return results
+
+    async def _finish_serially(self, plan: ObjectPlan, at: int, pending: Any, results: dict[str, Any]) -> Any:
+        results[plan.fields[at].key] = await pending
+        for field in plan.fields[at + 1 :]:
+            value = self.execute_field(field, None, None)
+            if type(value) not in PLAIN and is_awaitable(value):
+                value = await value
+            results[field.key] = value
+        return results
 
     def execute_field(self, field: FieldPlan, source: Any, parent_path: Path | None) -> Any:
         if field.typename:

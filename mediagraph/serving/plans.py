@@ -7,10 +7,11 @@ derives them once per document; `serving/executor.py` then walks the plan with
 graphql-core's own semantics (resolvers, error locations, null propagation,
 sibling concurrency).
 
-Only what a plan can express exactly is compiled: queries whose selections
-carry no directives and only reach object types (no interfaces or unions, no
-introspection beyond `__typename`). Anything else returns None and runs on
-graphql-core itself.
+Only what a plan can express exactly is compiled: queries and mutations whose
+selections carry no directives and only reach object types (no interfaces or
+unions, no introspection beyond `__typename`). A mutation's root fields run one
+after another, each to completion, as graphql-core runs them. Anything else
+returns None and runs on graphql-core itself.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ BASIC_RESOLVER = "_get_basic_result"
 STRAWBERRY_FIELD = "strawberry-definition"
 STRAWBERRY_IS_TYPE_OF = "strawberry.schema.schema_converter"
 NO_VARIABLES = VariableValues({}, {})
+# The operations a plan runs, with the schema attribute holding their root type.
+ROOT_TYPES = {OperationType.QUERY: "query_type", OperationType.MUTATION: "mutation_type"}
 
 
 class Unsupported(Exception):
@@ -115,6 +118,8 @@ class OperationPlan:
     operation: OperationDefinitionNode
     fragments: dict[str, FragmentDefinitionNode]
     root: ObjectPlan
+    # A mutation's root fields run serially, in document order.
+    serial: bool = False
 
 
 class _Directives(Visitor):
@@ -149,16 +154,17 @@ class _Compiler:
         directives = _Directives()
         visit(document, directives)
         # @skip/@include make the collected fields depend on variables; @defer/@stream on delivery.
-        if self.operation.operation is not OperationType.QUERY or directives.found:
+        if self.operation.operation not in ROOT_TYPES or directives.found:
             raise Unsupported
 
     def compile(self) -> OperationPlan:
-        root_type = self.schema.query_type
+        kind = self.operation.operation
+        root_type = getattr(self.schema, ROOT_TYPES[kind])
         if root_type is None:
             raise Unsupported
         grouped = collect_fields(self.schema, self.fragments, NO_VARIABLES, root_type, self.operation)
         root = self._object(root_type, grouped.grouped_field_set)
-        return OperationPlan(self.operation, self.fragment_definitions, root)
+        return OperationPlan(self.operation, self.fragment_definitions, root, serial=kind is OperationType.MUTATION)
 
     def _object(self, object_type: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]) -> ObjectPlan:
         is_type_of = object_type.is_type_of
