@@ -36,6 +36,10 @@ class Context:
             loader = self._loaders[loader_class] = loader_class(self)
         return loader  # type: ignore[return-value]
 
+    def loaded(self, loader_class: type[LoaderT]) -> LoaderT | None:
+        """The operation's loader of that class if a field has used it, without making one."""
+        return self._loaders.get(loader_class)  # type: ignore[return-value]
+
     async def close(self) -> None:
         await self.db.close()
         # Loaders cache per operation (a websocket's context outlives many); dropping them

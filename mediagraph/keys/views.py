@@ -28,13 +28,22 @@ from redis.asyncio.client import Pipeline
 from mediagraph.keys import KeySpace
 from mediagraph.lua import Lua, run_pipeline
 
+# ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (PUBSUB NUMSUB,
+# which a script may ask) means nobody to announce to: the view leaves the announcer's
+# claim free and costs this one round trip. A subscriber reads the count after
+# subscribing, so it still sees this view; the next view after it subscribed announces.
 COUNT_VIEW = """
 if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-if redis.call('SET', KEYS[3], 1, 'NX', 'PX', ARGV[3]) then return 2 end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  if redis.call('PUBSUB', 'NUMSUB', ARGV[4])[2] == 0 then return 1 end
+  redis.call('SET', KEYS[3], 1, 'PX', ARGV[3])
+  return 2
+end
 redis.call('INCR', KEYS[3])
 return 1
 """
+COUNT_VIEW_SCRIPT = Lua(COUNT_VIEW)
 
 # The announcing process looks again after an interval: views that arrived meanwhile
 # (n > 1) mean one more push; otherwise it steps down and the next view takes over.
@@ -144,10 +153,11 @@ class ViewBuffer:
         return self._key(self.bucket_of(media_id), "push", media_id)
 
     async def count_view(self, media_id: int, viewer: str, *, dedupe_seconds: int, push_hold_ms: int) -> Counted:
+        """One round trip: YES_AND_ANNOUNCE only when someone watches the count and nobody announces it."""
         bucket = self.bucket_of(media_id)
-        script = self.redis.register_script(COUNT_VIEW)
         keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
-        return Counted(await script(keys=keys, args=[dedupe_seconds, media_id, push_hold_ms]))
+        args = [dedupe_seconds, media_id, push_hold_ms, view_count_channel(self.keys, media_id)]
+        return Counted(await COUNT_VIEW_SCRIPT.run(self.redis, keys, args))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
         script = self.redis.register_script(FOLLOW_UP_PUSH)

@@ -140,8 +140,10 @@ async def _after_like_change(context: Context, media_id: int, delta: int) -> Non
 
 def _forget(context: Context, loader: type[Loader[int, Any]], media_id: int) -> None:
     """Drop a value this operation may have loaded before the change (a later field reloads it)."""
-    with contextlib.suppress(KeyError):
-        context.loader(loader).clear(media_id)
+    loaded = context.loaded(loader)
+    if loaded is not None:
+        with contextlib.suppress(KeyError):
+            loaded.clear(media_id)
 
 
 async def view_count_updates(context: Context, *, media_id: int) -> AsyncIterator[tuple[Media, int]]:
