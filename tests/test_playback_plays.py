@@ -239,3 +239,183 @@ async def test_owner_figures_are_the_channel_owners_alone(gql, http, clock, serv
         token=channel.token,
     )
     assert channel_figures["channelStats"] == {"watchSeconds": 20.0, "averageViewDurationSeconds": 5.0}
+
+
+PLAYS = """
+query($media: ID!, $first: Int, $after: String, $last: Int, $before: String, $since: DateTime, $until: DateTime) {
+  playbackStats(mediaId: $media) {
+    total
+    plays(first: $first, after: $after, last: $last, before: $before, since: $since, until: $until) {
+      edges { cursor node { id startedAt lastHeartbeatAt watchSeconds ended media { id } } }
+      pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    }
+  }
+}
+"""
+CHANNEL_PLAYS = """
+query($user: ID!, $first: Int, $after: String) {
+  channelStats(userId: $user) {
+    plays(first: $first, after: $after) { edges { node { id startedAt media { id } } } pageInfo { hasNextPage } }
+  }
+}
+"""
+
+
+async def plays_of(gql, token, media_id, **arguments):
+    variables = {"media": media_id, **arguments}
+    return (await gql.ok(PLAYS, variables, token=token))["playbackStats"]["plays"]
+
+
+async def all_pages(gql, token, media_id, size, *, backward=False, **bounds) -> list[str]:
+    """Every play's id, paging `size` at a time forward (or backward from the end)."""
+    seen: list[str] = []
+    cursor = None
+    while True:
+        if backward:
+            page = await plays_of(gql, token, media_id, last=size, before=cursor, **bounds)
+            seen[:0] = [edge["node"]["id"] for edge in page["edges"]]
+            if not page["pageInfo"]["hasPreviousPage"]:
+                return seen
+            cursor = page["pageInfo"]["startCursor"]
+        else:
+            page = await plays_of(gql, token, media_id, first=size, after=cursor, **bounds)
+            seen += [edge["node"]["id"] for edge in page["edges"]]
+            if not page["pageInfo"]["hasNextPage"]:
+                return seen
+            cursor = page["pageInfo"]["endCursor"]
+
+
+async def test_plays_page_newest_first_both_ways_within_since_and_until(gql, http, clock, services):
+    channel = await make_channel(gql, http, media=2)
+    media_id, other_media = channel.media[0]["id"], channel.media[1]["id"]
+    start = datetime(2031, 7, 1, 23, 58, tzinfo=UTC)
+    # Five plays a minute apart, across midnight; two of them start in the same millisecond.
+    started = {}
+    for n, minute in enumerate([0, 1, 2, 2, 3]):
+        session = new_session()
+        started[session] = start + timedelta(minutes=minute)
+        await heartbeats(gql, clock, session, media_id, started[session], [0, 5 + n])
+    elsewhere = new_session()
+    await heartbeats(gql, clock, elsewhere, other_media, start, [30, 35])
+    await roll_up_everything(services)
+
+    newest_first = sorted(started, key=lambda session: (started[session], uuid.UUID(session)), reverse=True)
+    first_page = await plays_of(gql, channel.token, media_id, first=2)
+    assert first_page["pageInfo"]["hasNextPage"] is True
+    assert first_page["pageInfo"]["hasPreviousPage"] is False
+    [newest, _] = [edge["node"] for edge in first_page["edges"]]
+    assert newest["id"] == newest_first[0]
+    assert newest["startedAt"] == iso(start + timedelta(minutes=3))
+    assert newest["lastHeartbeatAt"] == iso(start + timedelta(minutes=3, seconds=9))
+    assert newest["watchSeconds"] == 9.0
+    assert newest["media"] == {"id": media_id}
+    for size in (1, 2, 5, 100):
+        assert await all_pages(gql, channel.token, media_id, size) == newest_first
+        assert await all_pages(gql, channel.token, media_id, size, backward=True) == newest_first
+
+    # Plays that started in [since, until): the two at 00:00:00 and the one at 00:01:00, not 23:59 or earlier.
+    midnight = datetime(2031, 7, 2, tzinfo=UTC)
+    bounds = {"since": iso(midnight), "until": iso(midnight + timedelta(minutes=1, seconds=1))}
+    assert await all_pages(gql, channel.token, media_id, 1, **bounds) == newest_first[:3]
+    assert await all_pages(gql, channel.token, media_id, 1, backward=True, **bounds) == newest_first[:3]
+    assert await all_pages(gql, channel.token, media_id, 2, since=iso(midnight)) == newest_first[:3]
+    assert await all_pages(gql, channel.token, media_id, 2, until=iso(midnight)) == newest_first[3:]
+
+    # The channel's plays are every stream's.
+    channel_plays = (await gql.ok(CHANNEL_PLAYS, {"user": channel.user["id"], "first": 10}, token=channel.token))[
+        "channelStats"
+    ]["plays"]
+    assert [edge["node"]["id"] for edge in channel_plays["edges"]] == [*newest_first[:4], elsewhere, newest_first[4]]
+    assert channel_plays["edges"][4]["node"]["media"] == {"id": other_media}
+
+
+async def test_bad_play_pages_are_refused_naming_the_argument(gql, http, clock, services):
+    channel = await make_channel(gql, http, media=2)
+    media_id = channel.media[0]["id"]
+    start = datetime(2031, 7, 3, 10, 0, tzinfo=UTC)
+    for minute in range(2):
+        await heartbeats(gql, clock, new_session(), media_id, start + timedelta(minutes=minute), [0, 5])
+    await heartbeats(gql, clock, new_session(), channel.media[1]["id"], start, [0, 5])
+    await roll_up_everything(services)
+    cursor = (await plays_of(gql, channel.token, media_id, first=1))["pageInfo"]["endCursor"]
+    other_cursor = (await plays_of(gql, channel.token, channel.media[1]["id"], first=1))["pageInfo"]["endCursor"]
+
+    refused = [
+        ({"first": 0}, "first"),
+        ({"first": 101}, "first"),
+        ({"after": "not-a-cursor"}, "after"),
+        ({"after": cursor[:-2] + "xx"}, "after"),
+        ({"after": other_cursor}, "after"),  # another stream's
+        ({"last": 1, "before": other_cursor}, "before"),
+        ({"first": 1, "last": 1}, "last"),
+        ({"since": iso(start), "until": iso(start)}, "since"),
+        ({"since": "3001-01-01T00:00:00Z"}, "since"),
+    ]
+    for arguments, argument in refused:
+        result = await gql(PLAYS, {"media": media_id, **arguments}, token=channel.token)
+        [error] = result["errors"]
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", arguments
+        assert error["extensions"].get("argument") == argument, (arguments, error)
+    # A DateTime without an offset never reaches the field.
+    assert await gql.error_code(PLAYS, {"media": media_id, "since": "2031-07-03T10:00:00"}, token=channel.token) == (
+        "BAD_USER_INPUT"
+    )
+    assert len((await plays_of(gql, channel.token, media_id, after=cursor))["edges"]) == 1
+
+
+async def test_plays_are_the_channel_owners_alone(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    viewer_token, _ = await create_user(gql)
+    start = datetime(2031, 7, 4, 10, 0, tzinfo=UTC)
+    await heartbeats(gql, clock, new_session(), media_id, start, [0, 5], token=viewer_token)
+    await roll_up_everything(services)
+    assert len((await plays_of(gql, channel.token, media_id))["edges"]) == 1
+    for token in (viewer_token, None):
+        result = await gql(PLAYS, {"media": media_id}, token=token)
+        [error] = result["errors"]
+        assert error["extensions"]["code"] == "FORBIDDEN"
+        assert error["path"] == ["playbackStats", "plays"]
+        # The public figures still arrive.
+        assert result["data"]["playbackStats"] == {"total": 1, "plays": None}
+    channel_result = await gql(CHANNEL_PLAYS, {"user": channel.user["id"]}, token=viewer_token)
+    assert channel_result["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+
+
+async def test_a_play_ends_when_its_heartbeats_stop_and_a_later_one_reopens_it(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    session = new_session()
+    start = datetime(2031, 7, 5, 10, 0, tzinfo=UTC)
+    await heartbeats(gql, clock, session, media_id, start, [0, 5])
+    await roll_up_everything(services)
+    window = services.settings.playback_live_window_seconds
+
+    async def the_play() -> dict:
+        [edge] = (await plays_of(gql, channel.token, media_id))["edges"]
+        return edge["node"]
+
+    clock.set(start + timedelta(seconds=5 + window - 1))
+    assert (await the_play())["ended"] is False
+    # Decided when read: nothing was written since.
+    clock.set(start + timedelta(seconds=5 + window + 1))
+    ended = await the_play()
+    assert ended["ended"] is True
+    assert ended["watchSeconds"] == 5.0
+
+    # The same session plays again 10 minutes later: the same play goes on, seen before the roll-up copies it.
+    await heartbeats(gql, clock, session, media_id, start, [600])
+    reopened = await the_play()
+    assert reopened["id"] == ended["id"] == session
+    assert reopened["ended"] is False
+    assert reopened["startedAt"] == iso(start)
+    assert reopened["lastHeartbeatAt"] == iso(start + timedelta(seconds=600))
+    assert reopened["watchSeconds"] == 15.0  # the pause adds one capped gap
+    await roll_up_everything(services)
+    assert await the_play() == reopened
+    assert len(await play_rows(services, decode_id(channel.user["id"], "User"))) == 1
+    # Once Redis forgets the session, the copied row says the same.
+    await forget_redis(services)
+    assert await the_play() == reopened
+    clock.set(start + timedelta(seconds=600 + window + 1))
+    assert (await the_play())["ended"] is True

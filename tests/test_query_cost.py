@@ -37,6 +37,15 @@ ON_A_TYPE = """
 query($id: ID!) { node(id: $id) { ... on User { followers(first: 30) { edges { node { id } } } } } }
 """
 
+PLAYS = """
+query($user: ID!, $first: Int, $last: Int) {
+  channelStats(userId: $user) {
+    plays(first: $first, last: $last) { edges { node { id } } }
+    recent: plays { edges { node { id } } }
+  }
+}
+"""
+
 
 def cost(document: str, variables: dict | None = None, operation: str | None = None) -> int:
     return cost_formula(SCHEMA, parse(document), operation).evaluate(variables, cap=100)
@@ -48,6 +57,8 @@ def test_cost_is_one_plus_the_nodes_each_connection_may_return():
     assert cost(NESTED, {"outer": 50, "inner": 3}) == 1 + 50 + 50 * 3
     assert cost(THREE_DEEP) == 1 + 100 + 100**2 + 100**3
     assert cost(ON_A_TYPE, {"id": "x"}) == 1 + 30
+    assert cost(PLAYS, {"first": 30}) == 1 + 30 + 20  # and the default page of `recent`
+    assert cost(PLAYS, {"last": 100}) == 1 + 100 + 20
 
 
 def test_omitted_sizes_count_as_the_default_page_and_sizes_stop_at_the_cap():

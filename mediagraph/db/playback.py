@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
-from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Uuid
-from sqlmodel import Field
+from sqlalchemy import BigInteger, Column, DateTime, Integer, Select, String, Uuid, select, tuple_
+from sqlmodel import Field, col
 
 from mediagraph.db.base import MainTable, timestamp
 from mediagraph.db.reads import ReadPool
@@ -148,3 +148,41 @@ async def upsert_plays(
     ordered = sorted(rows, key=lambda row: (row[0], row[1]))
     columns = list(zip(*ordered, strict=True))
     await reads.fetch(UPSERT_PLAYS, *(list(column) for column in columns))
+
+
+def plays_page(
+    *,
+    stream: int | None,
+    channel: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    beyond: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+    backward: bool,
+) -> Select[datetime, uuid.UUID, int, datetime, int]:
+    """A stream's (or a channel's) plays that started in [since, until), newest first, after the
+    key `beyond` (backward: before it, nearest first), served by the (media|channel, started_at, id)
+    indexes; the bounds on started_at also prune the day partitions read."""
+    key = tuple_(col(Play.started_at), col(Play.id))
+    query = select(
+        col(Play.started_at), col(Play.id), col(Play.media_id), col(Play.last_heartbeat_at), col(Play.watch_ms)
+    )
+    if stream is not None:
+        query = query.where(col(Play.media_id) == stream)
+    if channel is not None:
+        query = query.where(col(Play.channel_id) == channel)
+    if since is not None:
+        query = query.where(col(Play.started_at) >= since)
+    if until is not None:
+        query = query.where(col(Play.started_at) < until)
+    if beyond is not None:
+        query = query.where(key > tuple_(*beyond) if backward else key < tuple_(*beyond))
+    order = (
+        (col(Play.started_at).asc(), col(Play.id).asc())
+        if backward
+        else (
+            col(Play.started_at).desc(),
+            col(Play.id).desc(),
+        )
+    )
+    return query.order_by(*order).limit(limit)

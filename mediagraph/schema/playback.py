@@ -17,9 +17,10 @@ from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers import users as user_resolvers
 from mediagraph.resolvers.playback import BucketFigures, CountedIn, PlaybackReport
 from mediagraph.resolvers.playback import live as live_resolvers
+from mediagraph.resolvers.playback import plays as play_resolvers
 from mediagraph.resolvers.playback.live import LiveStats
 from mediagraph.schema.extensions import SHARED_STATE, VIEWER_DEPENDENT
-from mediagraph.schema.relay import BuiltByName, Node, register_node
+from mediagraph.schema.relay import BuiltByName, Edge, Node, PageInfo, register_node, requested
 from mediagraph.schema.scalars import Count
 from mediagraph.subscriptions import playback as live
 
@@ -117,6 +118,47 @@ class PlaybackBucket:
         return self.unique_viewer_count
 
 
+@strawberry.type(
+    description="One playback session of a stream, from its first heartbeat to its latest. Its id is the "
+    "session's `sessionId`, as the player sent it."
+)
+class Play:
+    id: strawberry.ID
+    started_at: datetime = strawberry.field(description="When its first heartbeat played (the heartbeat's `at`).")
+    last_heartbeat_at: datetime = strawberry.field(description="When its latest heartbeat played.")
+    watch_seconds: float = strawberry.field(
+        description="Seconds watched: gaps between its heartbeats, each at most 10 s, so a pause adds nothing."
+    )
+    ended: bool = strawberry.field(
+        description="No heartbeat within the live window (15 s by default) as of this answer. A later heartbeat "
+        "of the same session (within MEDIAGRAPH_PLAYBACK_SESSION_IDLE_HOURS) continues this play, which then "
+        "is no longer ended."
+    )
+    media_raw_id: strawberry.Private[int]
+
+    @classmethod
+    def of(cls, play: play_resolvers.PlayRecord) -> Play:
+        return cls(
+            id=strawberry.ID(str(play.id)),
+            started_at=play.started_at,
+            last_heartbeat_at=play.last_heartbeat_at,
+            watch_seconds=play.watch_ms / 1000,
+            ended=play.ended,
+            media_raw_id=play.media_id,
+        )
+
+    @strawberry.field(description="The media played; null when it has been deleted since.")
+    async def media(self, info: Info[Context, None]) -> MediaRef | None:
+        row = await media_resolvers.media_by_id(info.context, self.media_raw_id)
+        return media_object(row) if row is not None else None
+
+
+@strawberry.type(description="Plays, newest first.")
+class PlayConnection:
+    edges: list[Edge[Play]]
+    page_info: PageInfo
+
+
 # A PlaybackStats id names its subject: a stream by its media id, a channel by its user id.
 SUBJECT_CODES = {Kind.STREAM: 1, Kind.CHANNEL: 2}
 
@@ -182,6 +224,30 @@ class PlaybackStats(Node):
     ) -> list[PlaybackBucket]:
         figures = await resolvers.series(info.context, self.entity, granularity=granularity, start=from_, end=to)
         return [PlaybackBucket.from_figures(self.entity, bucket) for bucket in figures]
+
+    @strawberry.field(
+        metadata=VIEWER_DEPENDENT,
+        description="Plays that started in [since, until) (either bound optional), newest first, both ways. "
+        "The channel owner's only: null, with FORBIDDEN, for anyone else. A play shows here once the roll-up "
+        "has copied it (within `MEDIAGRAPH_PLAYBACK_ROLLUP_INTERVAL_SECONDS`), and plays are kept "
+        "`MEDIAGRAPH_PLAY_HISTORY_DAYS` days.",
+    )
+    async def plays(
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> PlayConnection | None:
+        request = requested(info.context.settings, first=first, after=after, last=last, before=before)
+        page = await play_resolvers.plays(info.context, self.entity, request=request, since=since, until=until)
+        return PlayConnection(
+            edges=[Edge(cursor=cursor, node=Play.of(play)) for cursor, play in page.items],
+            page_info=PageInfo.of(page),
+        )
 
     @strawberry.field(description="The UTC minute running now: plays started in it and its peak concurrent viewers.")
     async def current_minute(self, info: Info[Context, None]) -> PlaybackBucket:

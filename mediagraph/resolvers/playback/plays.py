@@ -1,0 +1,130 @@
+"""A stream's or a channel's plays, newest first, for the channel owner.
+
+Rows come from `plays` (what the roll-up copied); a play still held in Redis takes its
+newer last heartbeat and watch time from there, so a page is as fresh as the heartbeats
+and `ended` (no heartbeat for the live window) is decided when the page is read. A
+later heartbeat within the session's idle hours moves the same play forward, so an
+ended play opens again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from mediagraph.context import Context
+from mediagraph.cursors import decode_cursor, encode_cursor
+from mediagraph.dataloaders.playback import REDIS_UNREACHABLE
+from mediagraph.db.playback import plays_page
+from mediagraph.errors import BadUserInput
+from mediagraph.keys.playback import EPOCH, Entity, Kind, to_ms
+from mediagraph.keys.playback.scripts import PlaybackScripts, play_of
+from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
+from mediagraph.resolvers.playback import EARLIEST, LATEST, require_owner
+
+
+@dataclass(frozen=True)
+class PlayRecord:
+    id: uuid.UUID
+    media_id: int
+    started_at: datetime
+    last_heartbeat_at: datetime
+    watch_ms: int
+    ended: bool
+
+
+def _cursor_kind(entity: Entity) -> str:
+    # A cursor names its stream or channel: one from another list is refused, not misread.
+    return f"plays:{entity.kind.value}:{entity.id}"
+
+
+def _beyond(context: Context, entity: Entity, request: PageRequest) -> tuple[datetime, uuid.UUID] | None:
+    if request.cursor is None:
+        return None
+    argument = "before" if request.backward else "after"
+    invalid = BadUserInput(f"The cursor is invalid; start again without `{argument}`.", argument=argument)
+    try:
+        values = decode_cursor(context.settings.secret_key, _cursor_kind(entity), request.cursor)
+        started_ms, play_id = values
+        if not isinstance(started_ms, int) or isinstance(started_ms, bool) or not isinstance(play_id, str):
+            raise invalid
+        return EPOCH + timedelta(milliseconds=started_ms), uuid.UUID(play_id)
+    except (BadUserInput, ValueError, TypeError, OverflowError):
+        raise invalid from None
+
+
+def _range(since: datetime | None, until: datetime | None) -> None:
+    for name, moment in (("since", since), ("until", until)):
+        if moment is None:
+            continue
+        if moment.tzinfo is None:
+            raise BadUserInput(f"`{name}` needs a time zone, e.g. 2026-11-23T10:00:00Z.", argument=name)
+        if not EARLIEST <= moment < LATEST:
+            raise BadUserInput(f"`{name}` must be between 1970 and 3000.", argument=name)
+    if since is not None and until is not None and until <= since:
+        raise BadUserInput("`since` must be before `until`.", argument="since")
+
+
+async def plays(
+    context: Context, entity: Entity, *, request: PageRequest, since: datetime | None, until: datetime | None
+) -> Page[PlayRecord]:
+    """Plays that started in [since, until), newest first; the channel owner's only."""
+    require_owner(context, entity)
+    _range(since, until)
+    statement = plays_page(
+        stream=entity.id if entity.kind is Kind.STREAM else None,
+        channel=entity.channel if entity.kind is Kind.CHANNEL else None,
+        since=since,
+        until=until,
+        beyond=_beyond(context, entity, request),
+        limit=request.size + 1,
+        backward=request.backward,
+    )
+    async with context.db.use() as session:
+        rows = list(await session.execute(statement))
+    fresher = await _held_in_redis(context, entity.channel, [row[1] for row in rows[: request.size]])
+    now_ms = to_ms(context.services.clock())
+    window_ms = context.settings.playback_live_window_seconds * 1000
+    records = []
+    for started_at, play_id, media_id, last_heartbeat_at, watch_ms in rows:
+        last_ms, watched = to_ms(last_heartbeat_at), watch_ms
+        held = fresher.get(play_id)
+        # The same session with another start is a later play of the id, not this one.
+        if held is not None and held[0] == to_ms(started_at):
+            last_ms, watched = max(last_ms, held[1]), max(watched, held[2])
+        records.append(
+            PlayRecord(
+                id=play_id,
+                media_id=media_id,
+                started_at=started_at,
+                last_heartbeat_at=EPOCH + timedelta(milliseconds=last_ms),
+                watch_ms=watched,
+                ended=last_ms < now_ms - window_ms,
+            )
+        )
+    secret, kind = context.settings.secret_key, _cursor_kind(entity)
+    return keyset_page(
+        request, records, lambda play: encode_cursor(secret, kind, [to_ms(play.started_at), str(play.id)])
+    )
+
+
+async def _held_in_redis(
+    context: Context, channel_id: int, play_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, tuple[int, int, int]]:
+    """(started, last heartbeat, watched ms) of the plays Redis still holds; nothing while it is unreachable,
+    and the page then shows what the last roll-up copied."""
+    if not play_ids:
+        return {}
+    services = context.services
+    sessions = [str(play_id) for play_id in play_ids]
+    try:
+        raw = await PlaybackScripts(services.redis, services.keys).read_plays(channel_id, sessions)
+    except REDIS_UNREACHABLE:
+        return {}
+    held = {}
+    for session, value in zip(sessions, raw, strict=True):
+        play = play_of(channel_id, session, value)
+        if play is not None:
+            held[uuid.UUID(session)] = (play.started_ms, play.last_ms, play.watch_ms)
+    return held
