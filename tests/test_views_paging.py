@@ -401,3 +401,39 @@ async def test_omitted_is_empty_when_sorting_by_newest(http, gql):
     page = await _page(gql, tag, sort="NEWEST")
     assert page["omitted"] == []
     assert from_global_id(page["edges"][0]["node"]["id"])[0] == "Media"
+
+
+WITH_UPLOADERS = """
+query($tags: [String!], $after: String) {
+  mediaList(tags: $tags, sort: VIEWS, first: 2, after: $after) {
+    edges { node { id uploader { id username } } }
+    omitted { id uploader { id username } }
+    pageInfo { endCursor }
+  }
+}
+"""
+
+
+async def test_a_ranked_page_reads_its_items_uploaders_at_once(http, gql, services):
+    tag = unique_name("uploaders")
+    owners = []
+    for name in ("first", "second"):
+        token, user = await create_user(gql, username=unique_name(name))
+        owners.append((token, {"id": user["id"], "username": user["username"]}))
+    media = []
+    for views, (token, owner) in zip([30, 20, 10], [owners[0], owners[1], owners[0]], strict=True):
+        created = await create_media(http, token=token, tags=[tag])
+        await record_views(http, media_id=created["id"], count=views)
+        media.append((created["id"], owner))
+    await _settle(services)
+
+    first = (await gql.ok(WITH_UPLOADERS, {"tags": [tag]}))["mediaList"]
+    assert [(edge["node"]["id"], edge["node"]["uploader"]) for edge in first["edges"]] == media[:2]
+
+    # The third media jumps above the cursor: reported in `omitted`, with its uploader.
+    await record_views(http, media_id=media[2][0], count=40)
+    await _settle(services)
+    after = first["pageInfo"]["endCursor"]
+    second = (await gql.ok(WITH_UPLOADERS, {"tags": [tag], "after": after}))["mediaList"]
+    assert second["edges"] == []
+    assert [(item["id"], item["uploader"]) for item in second["omitted"]] == [media[2]]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Hashable, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Hashable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from strawberry.dataloader import DataLoader
 
@@ -78,6 +78,24 @@ class HotRowsByIdLoader(Loader[int, "ModelT | None"], Generic[ModelT]):
         self.context.services.databases.main_reads.hot.forget(self.table, key)
         if self.cache_map.get(key) is not None:  # Strawberry's clear fails on a key never loaded
             super().clear(key)
+
+    async def records(self, keys: Sequence[int]) -> dict[int, Mapping[str, Any]]:
+        """The plain rows of these keys, by key (a missing one is left out): from the hot rows,
+        the rest in one read, and no model instance built; for a page that builds its own objects."""
+        reads = self.context.services.databases.main_reads
+        found: dict[int, Mapping[str, Any]] = {}
+        missing = []
+        for key in keys:
+            row = reads.hot.get(self.table, key)
+            if row is None:
+                missing.append(key)
+            else:
+                found[key] = row
+        if missing:
+            fetched = await reads.fetch_keyed(self.statement, "id", missing)
+            reads.hot.put_all(self.table, fetched)
+            found.update(fetched)
+        return found
 
     async def load_batch(self, keys: list[int]) -> Sequence[ModelT | None]:
         reads = self.context.services.databases.main_reads

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -73,6 +75,11 @@ async def login(context: Context, *, username: str, password: str) -> Session:
 
 async def user_by_id(context: Context, user_id: int) -> User | None:
     return await context.loader(UserByIdLoader).load(user_id)
+
+
+async def user_rows_by_ids(context: Context, user_ids: Sequence[int]) -> dict[int, Mapping[str, Any]]:
+    """Users' plain rows by id (an unknown id is left out), as fresh as `user_by_id`'s, in one read at most."""
+    return await context.loader(UserByIdLoader).records(user_ids)
 
 
 async def user_by_username(context: Context, username: str) -> User | None:

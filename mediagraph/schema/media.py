@@ -74,6 +74,8 @@ class Media(Node):
     # Counts read with the row (a page reads them for all its rows at once); None: load them.
     known_view_count: strawberry.Private[int | None] = None
     known_like_count: strawberry.Private[int | None] = None
+    # The uploader, when a page read its items' uploaders at once; None: load it.
+    known_uploader: strawberry.Private[User | None] = None
 
     @classmethod
     def from_row(cls, row: MediaRow, counts: MediaCounts | None = None) -> Media:
@@ -121,8 +123,10 @@ class Media(Node):
     def content_url(self, info: Info[Context, None]) -> str:
         return f"{info.context.public_origin}/media/{self.raw_id}/content"
 
-    @strawberry.field
+    @strawberry.field(metadata=prefetched("known_uploader"))
     async def uploader(self, info: Info[Context, None]) -> User:
+        if self.known_uploader is not None:
+            return self.known_uploader
         row = await user_resolvers.user_by_id(info.context, self.owner_id)
         if row is None:
             raise RuntimeError(f"media {self.raw_id} has no uploader row")
@@ -204,6 +208,12 @@ def shows_view_counts(info: Info[Context, None]) -> bool:
     return selects(info, "edges", "node", "viewCount") or selects(info, "omitted", "viewCount")
 
 
+async def users_of(context: Context, user_ids: set[int]) -> dict[int, User]:
+    """The users with these ids, built once each (one batched read; a missing one is left out)."""
+    rows = await user_resolvers.user_rows_by_ids(context, sorted(user_ids))
+    return {user_id: User.from_record(row) for user_id, row in rows.items()}
+
+
 def media_or_none(row: MediaRow | None) -> Media | None:
     return Media.from_row(row) if row is not None else None
 
@@ -243,14 +253,20 @@ class MediaConnection:
         )
 
     @classmethod
-    def from_records(cls, page: Page[Record]) -> MediaConnection:
-        """A page read as plain rows (the ranked lists): no ORM instance per item."""
+    def from_records(cls, page: Page[Record], uploaders: dict[int, User] | None = None) -> MediaConnection:
+        """A page read as plain rows (the ranked lists): no ORM instance per item; `uploaders` by id, if read."""
         counts = page.counts
-        build = Media.from_record
+        known = uploaders or {}
+
+        def build(row: Record) -> Media:
+            media = Media.from_record(row, counts.get(row["id"]))
+            media.known_uploader = known.get(row["owner_id"])
+            return media
+
         return cls(
-            edges=[Edge(cursor=cursor, node=build(row, counts.get(row["id"]))) for cursor, row in page.items],
+            edges=[Edge(cursor=cursor, node=build(row)) for cursor, row in page.items],
             page_info=PageInfo.of(page),
-            omitted=[build(row, counts.get(row["id"])) for row in page.omitted],
+            omitted=[build(row) for row in page.omitted],
         )
 
 
@@ -293,7 +309,12 @@ class MediaQueries:
             info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
         )
         ranked.has_previous_page = after is not None
-        return MediaConnection.from_records(ranked)
+        uploaders = None
+        if selects(info, "edges", "node", "uploader") or selects(info, "omitted", "uploader"):
+            # One batched read for the page instead of a resolver call per item.
+            rows = [row for _, row in ranked.items] + ranked.omitted
+            uploaders = await users_of(info.context, {row["owner_id"] for row in rows})
+        return MediaConnection.from_records(ranked, uploaders)
 
 
 @strawberry.type

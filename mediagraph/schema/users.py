@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -43,6 +44,18 @@ class User(Node):
     username: str
     nickname: str
     created_at: datetime
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> User:
+        """As `from_row`, from a plain row (the asyncpg read path), with no ORM instance on the way."""
+        user_id = record["id"]
+        return cls(
+            id=strawberry.ID(to_global_id("User", user_id)),
+            raw_id=user_id,
+            username=record["username"],
+            nickname=record["nickname"],
+            created_at=record["created_at"],
+        )
 
     @classmethod
     def from_row(cls, row: UserRow) -> User:

@@ -136,10 +136,14 @@ class PlanExecution:
         prefetched = field.prefetched
         if prefetched is not None and getattr(source, prefetched, None) is not None:
             # A computed field whose value the source already holds: no resolver, no info.
+            path = Path(parent_path, field.key, field.parent_type.name)
             try:
-                return self.complete_value(completion, field, None, None, getattr(source, prefetched))
+                completed = self.complete_value(completion, field, None, path, getattr(source, prefetched))
+                if is_awaitable(completed):
+                    return self.settle(completion, field, path, completed)
+                return completed
             except Exception as raw_error:
-                self.field_error(raw_error, field, completion, Path(parent_path, field.key, field.parent_type.name))
+                self.field_error(raw_error, field, completion, path)
                 return None
         if field.basic and completion.leaf is not None:
             # Plain attribute with a scalar value: no info, and a path only if it fails.
