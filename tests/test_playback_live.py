@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
 import math
 import time
 
 import httpx
 import pytest
 
+from tests.support.factories import create_user
 from tests.support.graphql import GraphQLClient, WebSocketClient
 from tests.support.playback import make_channel, new_session, report, stream_stats
 
@@ -239,3 +242,101 @@ async def test_stats_of_unknown_media_or_users_are_not_found(socket):
         assert message["id"] == operation
         assert message["payload"]["errors"][0]["extensions"]["code"] == "NOT_FOUND"
         assert await socket.receive() == {"id": operation, "type": "complete"}
+
+
+OWNER_STATS_UPDATED = """
+subscription($media: ID!) {
+  playbackStatsUpdated(mediaId: $media) {
+    total concurrent watchSeconds averageViewDurationSeconds ...Minute
+  }
+}
+fragment Minute on PlaybackStats { currentMinute { count watchSeconds uniqueViewers } }
+"""
+OWNER_CHANNEL_STATS_UPDATED = """
+subscription($user: ID!) { channelStatsUpdated(userId: $user) { total concurrent watchSeconds } }
+"""
+
+
+async def connect_as(server, token):
+    client = await WebSocketClient.connect(
+        server.replace("http://", "ws://") + "/graphql", payload={"authorization": f"Bearer {token}"}
+    )
+    assert (await client.receive())["type"] == "connection_ack"
+    return client
+
+
+async def watch_time_pushes(client, fields, *, count):
+    """By operation: pushes whose total and concurrent viewers stay at 2, until every operation
+    (`fields` maps each to its root field) has `count` of them: each one moved by watch time."""
+    pushes = {operation: [] for operation in fields}
+    deadline = time.monotonic() + 60
+    while min(len(received) for received in pushes.values()) < count:
+        message = await client.receive(timeout=max(deadline - time.monotonic(), 0.1))
+        assert message["type"] == "next", message
+        stats = message["payload"]["data"][fields[message["id"]]]
+        if stats["total"] == 2 and stats["concurrent"] == 2:
+            pushes[message["id"]].append(stats)
+    return pushes
+
+
+async def test_the_owners_stats_subscription_carries_watch_time_as_it_grows(server, api, socket):
+    channel = await make_channel(api, api.http)
+    media_id = channel.media[0]["id"]
+    owner = await connect_as(server, channel.token)
+    try:
+        stream = await owner.subscribe(OWNER_STATS_UPDATED, {"media": media_id})
+        whole = await owner.subscribe(OWNER_CHANNEL_STATS_UPDATED, {"user": channel.user["id"]})
+        # Someone else's public subscription of the same stream, shared as before.
+        public = await socket.subscribe(STREAM_STATS_UPDATED, {"media": media_id})
+        async with players(api) as group:
+            group.start(media_id, 2)
+            # Two sessions keep playing: neither the total nor the viewers change, yet watch time is pushed
+            # as it grows (once per roll-up interval at least), with the minute's own figures.
+            pushes = await watch_time_pushes(
+                owner, {stream: "playbackStatsUpdated", whole: "channelStatsUpdated"}, count=3
+            )
+        for operation in (stream, whole):
+            watched = [push["watchSeconds"] for push in pushes[operation]]
+            assert watched == sorted(watched), watched
+            assert len(set(watched)) == len(watched), "a push moved by nothing"
+        last = pushes[stream][-1]
+        assert last["averageViewDurationSeconds"] == last["watchSeconds"] / 2
+        assert all(push["currentMinute"]["uniqueViewers"] >= 1 for push in pushes[stream])
+        assert any(push["currentMinute"]["watchSeconds"] > 0 for push in pushes[stream])
+        # The public subscriber only ever got public figures, and no push repeating the last one.
+        seen = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                message = await socket.receive(timeout=0.5)
+                assert message["id"] == public
+                seen.append(message["payload"]["data"]["playbackStatsUpdated"])
+        assert seen
+        assert all("watchSeconds" not in stats for stats in seen)
+        assert all(before != after for before, after in itertools.pairwise(seen))
+    finally:
+        await owner.close()
+
+
+async def test_watch_time_pushes_are_forbidden_to_anyone_but_the_owner(server, api):
+    channel = await make_channel(api, api.http)
+    viewer_token, _ = await create_user(api)
+    for token in (viewer_token, None):
+        client = (
+            await connect_as(server, token)
+            if token
+            else await WebSocketClient.connect(server.replace("http://", "ws://") + "/graphql")
+        )
+        try:
+            if token is None:
+                assert (await client.receive())["type"] == "connection_ack"
+            for document, variables in (
+                (OWNER_STATS_UPDATED, {"media": channel.media[0]["id"]}),
+                (OWNER_CHANNEL_STATS_UPDATED, {"user": channel.user["id"]}),
+            ):
+                operation = await client.subscribe(document, variables)
+                message = await client.receive()
+                assert message["id"] == operation
+                assert message["payload"]["errors"][0]["extensions"]["code"] == "FORBIDDEN", message
+                assert "watchSeconds" not in json.dumps(message["payload"].get("data"))
+        finally:
+            await client.close()

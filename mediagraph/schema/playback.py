@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import strawberry
 from strawberry.types import Info
+from strawberry.types.nodes import SelectedField, Selection
 
 from mediagraph.context import Context
+from mediagraph.dataloaders.playback import Figures
 from mediagraph.errors import NotFound
 from mediagraph.ids import decode_id, to_global_id
 from mediagraph.keys.playback import Entity, Granularity, Kind
@@ -187,7 +189,7 @@ class PlaybackStats(Node):
         "The channel owner's only; others get FORBIDDEN.",
     )
     async def watch_seconds(self, info: Info[Context, None]) -> float:
-        return (await resolvers.watch_totals(info.context, self.entity)).watch_ms / 1000
+        return (await self._watch_totals(info.context)).watch_ms / 1000
 
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
@@ -195,8 +197,14 @@ class PlaybackStats(Node):
         "The channel owner's only; others get FORBIDDEN.",
     )
     async def average_view_duration_seconds(self, info: Info[Context, None]) -> float:
-        figures = await resolvers.watch_totals(info.context, self.entity)
+        figures = await self._watch_totals(info.context)
         return resolvers.average_seconds(figures.watch_ms, figures.plays)
+
+    async def _watch_totals(self, context: Context) -> Figures:
+        if self.known is not None and self.known.watch is not None:
+            resolvers.require_owner(context, self.entity)
+            return self.known.watch
+        return await resolvers.watch_totals(context, self.entity)
 
     @strawberry.field(
         description=(
@@ -335,6 +343,21 @@ register_node("LiveViewers", _fetch_live_viewers)
 register_node("LiveChannelViewers", _fetch_live_channel_viewers)
 
 
+# The owner's figures that move with every heartbeat; a push selecting one runs for its subscriber alone.
+OWNER_FIGURES = frozenset({"watchSeconds", "averageViewDurationSeconds", "uniqueViewers", "plays"})
+
+
+def _asks_owner_figures(info: Info[Context, None]) -> bool:
+    """Whether the subscription's selection (fragments included) reaches one of OWNER_FIGURES."""
+    pending: list[Selection] = list(info.selected_fields)
+    while pending:
+        selection = pending.pop()
+        if isinstance(selection, SelectedField) and selection.name in OWNER_FIGURES:
+            return True
+        pending.extend(selection.selections)
+    return False
+
+
 @strawberry.type
 class PlaybackQueries:
     @strawberry.field(description="Playback statistics of one media (the stream).")
@@ -427,7 +450,7 @@ class PlaybackSubscriptions:
         self, info: Info[Context, None], media_id: strawberry.ID
     ) -> AsyncGenerator[PlaybackStats, None]:
         entity = await resolvers.stream_of(info.context, decode_id(media_id, "Media"))
-        async for stats in live_resolvers.stats_updates(info.context, entity):
+        async for stats in live_resolvers.stats_updates(info.context, entity, watch_time=_asks_owner_figures(info)):
             yield PlaybackStats.of(entity, known=stats)
 
     @strawberry.subscription(
@@ -441,5 +464,5 @@ class PlaybackSubscriptions:
         self, info: Info[Context, None], user_id: strawberry.ID
     ) -> AsyncGenerator[PlaybackStats, None]:
         entity = await resolvers.channel_of(info.context, decode_id(user_id, "User"))
-        async for stats in live_resolvers.stats_updates(info.context, entity):
+        async for stats in live_resolvers.stats_updates(info.context, entity, watch_time=_asks_owner_figures(info)):
             yield PlaybackStats.of(entity, known=stats)

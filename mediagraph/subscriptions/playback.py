@@ -59,11 +59,14 @@ async def live_viewers(context: Context, entity: Entity) -> AsyncIterator[int]:
                 yield viewers
 
 
-async def stats_notices(services: Services, entity: Entity) -> AsyncGenerator[None, None]:
-    """Once at once, then whenever the entity's viewers or counts may have changed."""
+async def stats_notices(
+    services: Services, entity: Entity, *, refresh_seconds: float | None = None
+) -> AsyncGenerator[None, None]:
+    """Once at once, then whenever the entity's viewers or counts may have changed, and at least
+    every `refresh_seconds` (default `STATS_REFRESH_SECONDS`)."""
     channels = [live_channel(services.keys, entity), stats_channel(services.keys, entity)]
     notices = services.bus.notices(
-        channels, min_interval=STATS_MIN_INTERVAL_SECONDS, refresh_seconds=STATS_REFRESH_SECONDS
+        channels, min_interval=STATS_MIN_INTERVAL_SECONDS, refresh_seconds=refresh_seconds or STATS_REFRESH_SECONDS
     )
     # Watching keeps the entity on the worker's sweep list, so sessions expiring are announced too.
     async with notices as fired_channels, _watching(services, entity):
