@@ -229,7 +229,22 @@ async def test_owner_figures_are_the_channel_owners_alone(gql, http, clock, serv
         "to": iso(minute + timedelta(minutes=1)),
     }
     for token in (viewer_token, None):
-        assert await gql.error_code(OWNER_FIGURES, variables, token=token) == "FORBIDDEN"
+        result = await gql(OWNER_FIGURES, variables, token=token)
+        assert {error["extensions"]["code"] for error in result["errors"]} == {"FORBIDDEN"}
+        # Only the owner's figures are null: the rest of the answer arrives.
+        stats = result["data"]["playbackStats"]
+        assert stats["total"] == 4
+        assert stats["watchSeconds"] is None
+        assert stats["averageViewDurationSeconds"] is None
+        assert stats["series"] == [
+            {
+                "start": iso(minute),
+                "count": 4,
+                "watchSeconds": None,
+                "averageViewDurationSeconds": None,
+                "uniqueViewers": None,
+            }
+        ]
     # Public figures stay public.
     stats = await stream_stats(gql, media_id, "MINUTE", minute, minute + timedelta(minutes=1))
     assert stats["total"] == 4

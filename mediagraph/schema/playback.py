@@ -95,27 +95,27 @@ class PlaybackBucket:
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
         description="Seconds watched, counted at each heartbeat's time (gaps between a session's heartbeats, "
-        "each at most 10 s). The channel owner's only; others get FORBIDDEN.",
+        "each at most 10 s). The channel owner's only: null, with FORBIDDEN, for anyone else.",
     )
-    def watch_seconds(self, info: Info[Context, None]) -> float:
+    def watch_seconds(self, info: Info[Context, None]) -> float | None:
         resolvers.require_owner(info.context, self.entity)
         return self.watch_ms / 1000
 
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
         description="`watchSeconds` over the sessions that played in the bucket (`count`); 0 without any. "
-        "The channel owner's only; others get FORBIDDEN.",
+        "The channel owner's only: null, with FORBIDDEN, for anyone else.",
     )
-    def average_view_duration_seconds(self, info: Info[Context, None]) -> float:
+    def average_view_duration_seconds(self, info: Info[Context, None]) -> float | None:
         resolvers.require_owner(info.context, self.entity)
         return resolvers.average_seconds(self.watch_ms, self.count)
 
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
         description="Distinct viewers in the bucket: signed-in viewers once each, every anonymous session as one. "
-        "The channel owner's only; others get FORBIDDEN.",
+        "The channel owner's only: null, with FORBIDDEN, for anyone else.",
     )
-    def unique_viewers(self, info: Info[Context, None]) -> Count:
+    def unique_viewers(self, info: Info[Context, None]) -> Count | None:
         resolvers.require_owner(info.context, self.entity)
         return self.unique_viewer_count
 
@@ -186,17 +186,17 @@ class PlaybackStats(Node):
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
         description="Seconds ever watched (gaps between a session's heartbeats, each at most 10 s). "
-        "The channel owner's only; others get FORBIDDEN.",
+        "The channel owner's only: null, with FORBIDDEN, for anyone else.",
     )
-    async def watch_seconds(self, info: Info[Context, None]) -> float:
+    async def watch_seconds(self, info: Info[Context, None]) -> float | None:
         return (await self._watch_totals(info.context)).watch_ms / 1000
 
     @strawberry.field(
         metadata=VIEWER_DEPENDENT,
         description="`watchSeconds` over all plays ever started (`total`); 0 without any. "
-        "The channel owner's only; others get FORBIDDEN.",
+        "The channel owner's only: null, with FORBIDDEN, for anyone else.",
     )
-    async def average_view_duration_seconds(self, info: Info[Context, None]) -> float:
+    async def average_view_duration_seconds(self, info: Info[Context, None]) -> float | None:
         figures = await self._watch_totals(info.context)
         return resolvers.average_seconds(figures.watch_ms, figures.plays)
 
