@@ -177,6 +177,9 @@ def plays_page(
         query = query.where(col(Play.started_at) < until)
     if beyond is not None:
         query = query.where(key > tuple_(*beyond) if backward else key < tuple_(*beyond))
+        # The same bound on started_at alone, which (unlike the row comparison) prunes partitions.
+        started = col(Play.started_at)
+        query = query.where(started >= beyond[0] if backward else started <= beyond[0])
     order = (
         (col(Play.started_at).asc(), col(Play.id).asc())
         if backward
