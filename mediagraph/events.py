@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
 from mediagraph.keys.events import engagement_stream
@@ -45,6 +46,16 @@ class EngagementEvent:
 
 async def publish_engagement(redis: Redis, keys: KeySpace, event: EngagementEvent) -> None:
     await redis.xadd(
+        engagement_stream(keys),
+        event.fields(),  # type: ignore[arg-type]
+        maxlen=STREAM_MAX_LENGTH,
+        approximate=True,
+    )
+
+
+def queue_engagement(pipe: Pipeline, keys: KeySpace, event: EngagementEvent) -> None:
+    """`publish_engagement` queued on a pipeline (never awaited: awaiting a cluster pipeline empties it)."""
+    pipe.xadd(
         engagement_stream(keys),
         event.fields(),  # type: ignore[arg-type]
         maxlen=STREAM_MAX_LENGTH,

@@ -1,4 +1,9 @@
-"""Lua scripts run by SHA, reloaded when Redis lost them (a restart empties the script cache)."""
+"""Lua scripts run by SHA, reloaded when Redis lost them (a restart empties the script cache).
+
+In a pipeline, EVALSHA is queued as a raw command (`queue_evalsha`): redis-py's cluster
+pipeline refuses its `evalsha` method, yet routes the raw command by its keys like any
+other, and a script's keys always share one slot (keys/).
+"""
 
 from __future__ import annotations
 
@@ -30,7 +35,22 @@ class Lua:
             return await redis.evalsha(self.sha, len(keys), *keys, *args)
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
-        pipe.evalsha(self.sha, len(keys), *keys, *args)
+        queue_evalsha(pipe, self.sha, keys, args)
+
+
+def queue_evalsha(pipe: Pipeline, sha: str, keys: Sequence[str], args: Sequence[Any]) -> None:
+    """Queue EVALSHA on a pipeline of one Redis or of a cluster."""
+    pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+
+
+async def reload_if_lost(redis: Redis, scripts: Sequence[Lua], replies: Sequence[Any]) -> bool:
+    """After a pipeline run with `raise_on_error=False`: loads `scripts` again when a reply says
+    Redis lost them (so retrying the failed calls works); whether it did."""
+    if not any(isinstance(reply, NoScriptError) for reply in replies):
+        return False
+    for script in scripts:
+        await redis.script_load(script.source)
+    return True
 
 
 async def run_pipeline(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:

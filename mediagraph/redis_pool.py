@@ -17,10 +17,14 @@ connection in time) count into `mediagraph_redis_errors_total`; error replies
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -62,7 +66,74 @@ class CountingRedis(Redis):
         return CountingPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
 
-def redis_client(url: str, *, max_connections: int) -> Redis:
+class CountingRedisCluster(RedisCluster):
+    """The cluster client, waiting for a connection like the blocking pool does.
+
+    Each node's pool raises `MaxConnectionsError` when full. A command holds at most one
+    connection per node (a pipeline one per node it touches), so letting at most
+    `max_connections` commands and pipelines run at once keeps every node's pool within
+    its limit: a burst waits for a permit, up to `POOL_WAIT_SECONDS`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.permits = asyncio.Semaphore(int(kwargs.get("max_connections", 100)))
+
+    @contextlib.asynccontextmanager
+    async def permit(self) -> AsyncIterator[None]:
+        try:
+            async with asyncio.timeout(POOL_WAIT_SECONDS):
+                await self.permits.acquire()
+        except TimeoutError:
+            error = RedisConnectionError("no Redis connection free in time")
+            _count(error)
+            raise error from None
+        try:
+            yield
+        finally:
+            self.permits.release()
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        async with self.permit():
+            try:
+                return await super().execute_command(*args, **options)
+            except UNREACHABLE as error:
+                _count(error)
+                raise
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
+        if shard_hint:
+            raise ValueError("a cluster pipeline takes no shard hint")
+        return CountingClusterPipeline(self, transaction)  # type: ignore[abstract]
+
+
+class CountingClusterPipeline(ClusterPipeline):
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
+        client: CountingRedisCluster = self.cluster_client  # type: ignore[assignment]
+        async with client.permit():
+            try:
+                return await super().execute(raise_on_error, allow_redirections)
+            except UNREACHABLE as error:
+                _count(error)
+                raise
+
+
+def redis_client(url: str, *, max_connections: int, cluster: bool = False) -> Redis:
+    """A client of the Redis at `url`; with `cluster`, of the Redis Cluster `url` is a node of.
+
+    The cluster client learns the slot map from that node and sends each command to the
+    primary owning its key's slot; a pipeline is split per node. Every caller keeps to
+    what both clients offer (keys/ guarantees that a script, a transaction and a
+    multi-key command stay in one slot), so it is handed out as a `Redis`.
+    """
+    if cluster:
+        client = CountingRedisCluster.from_url(
+            url,
+            max_connections=max_connections,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+        )
+        return cast(Redis, client)
     pool = BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
@@ -76,7 +147,13 @@ def redis_client(url: str, *, max_connections: int) -> Redis:
 
 
 def pool_usage(client: Redis) -> tuple[int, int]:
-    """Connections (in use, idle) of a client's pool."""
+    """Connections (in use, idle) of a client's pool (of every node's, on a cluster)."""
+    if isinstance(client, RedisCluster):
+        nodes = client.get_nodes()
+        return (
+            sum(len(getattr(node, "_connections", ())) - len(getattr(node, "_free", ())) for node in nodes),
+            sum(len(getattr(node, "_free", ())) for node in nodes),
+        )
     pool = client.connection_pool
     in_use = getattr(pool, "_in_use_connections", ())
     idle = getattr(pool, "_available_connections", ())
@@ -92,14 +169,39 @@ async def durability_warnings(redis: Redis) -> list[str]:
     (or the dedupe keys that keep a view from counting twice) at any time.
     """
     try:
-        async with redis.pipeline(transaction=False) as pipe:
-            # One name per CONFIG GET: Redis before 7 takes a single pattern.
-            for name in ("appendonly", "save", "maxmemory", "maxmemory-policy"):
-                pipe.config_get(name)
-            replies = await pipe.execute()
+        configs = await _configs(redis)
     except ResponseError as error:
         return [f"cannot read Redis's configuration ({error}); make sure it persists and never evicts keys"]
-    config = {name: value for reply in replies for name, value in reply.items()}
+    warnings: list[str] = []
+    for config in configs:
+        for warning in _config_warnings(config):
+            if warning not in warnings:
+                warnings.append(warning)
+    return warnings
+
+
+# One name per CONFIG GET: Redis before 7 takes a single pattern.
+CONFIG_NAMES = ("appendonly", "save", "maxmemory", "maxmemory-policy")
+
+
+async def _configs(redis: Redis) -> list[dict[str, str]]:
+    """The durability settings of the Redis, or of each primary of a cluster."""
+    if isinstance(redis, RedisCluster):
+        configs = []
+        for node in redis.get_primaries():
+            config: dict[str, str] = {}
+            for name in CONFIG_NAMES:
+                config.update(await redis.config_get(name, target_nodes=node))
+            configs.append(config)
+        return configs
+    async with redis.pipeline(transaction=False) as pipe:
+        for name in CONFIG_NAMES:
+            pipe.config_get(name)
+        replies = await pipe.execute()
+    return [{name: value for reply in replies for name, value in reply.items()}]
+
+
+def _config_warnings(config: dict[str, str]) -> list[str]:
     warnings: list[str] = []
     if config.get("appendonly") != "yes":
         kept = "only periodic snapshots" if config.get("save") else "nothing"

@@ -42,10 +42,12 @@ class Services:
 
     @classmethod
     async def open(cls, settings: Settings, endpoints: Endpoints) -> Services:
-        keys = KeySpace(settings.redis_prefix)
+        keys = KeySpace(settings.redis_prefix, sharded_pubsub=settings.redis_cluster)
         databases = Databases(endpoints, settings)
         await databases.start()
-        bus = EventBus(endpoints.redis_url, keys, max_connections=settings.redis_max_connections)
+        bus = EventBus(
+            endpoints.redis_url, keys, max_connections=settings.redis_max_connections, cluster=settings.redis_cluster
+        )
         await bus.connect()
         routing = RoutingWatcher(databases, bus, refresh_seconds=settings.routing_refresh_seconds)
         routing.start()
@@ -53,7 +55,9 @@ class Services:
             settings=settings,
             endpoints=endpoints,
             databases=databases,
-            redis=redis_client(endpoints.redis_url, max_connections=settings.redis_max_connections),
+            redis=redis_client(
+                endpoints.redis_url, max_connections=settings.redis_max_connections, cluster=settings.redis_cluster
+            ),
             keys=keys,
             bus=bus,
             storage=LocalStorage(settings.media_dir),

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     database_url: str = ""
     shard_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     redis_url: str = ""
+    # `redis_url` names one node of a Redis Cluster (7+): the cluster client is used for
+    # everything, and per-entity channels use sharded pub/sub (keys/ has the slot rules).
+    redis_cluster: bool = False
     redis_prefix: str = "mg:"
     data_dir: Path = Path(".mediagraph")
     embedded_shards: int = 2
@@ -242,6 +245,12 @@ class Settings(BaseSettings):
         if value < 1:
             raise ValueError("logical_shards must be at least 1")
         return value
+
+    @model_validator(mode="after")
+    def cluster_needs_a_node(self) -> Self:
+        if self.redis_cluster and not self.redis_url:
+            raise ValueError("MEDIAGRAPH_REDIS_CLUSTER needs MEDIAGRAPH_REDIS_URL naming one node of the cluster")
+        return self
 
     @model_validator(mode="after")
     def resolve_secret_key(self) -> Self:

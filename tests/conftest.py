@@ -3,6 +3,10 @@
 With MEDIAGRAPH_DATABASE_URL / MEDIAGRAPH_REDIS_URL set (as `.ci/run` does) the run
 uses those servers; without them it starts the embedded ones. Either way it creates
 its own databases and prefix and removes them afterwards, so runs never collide.
+
+With MEDIAGRAPH_TEST_REDIS_CLUSTER=true (or `--redis-cluster`) the run's Redis is a
+3-master Redis Cluster the run starts itself (tests/support/redis_cluster.py), and the
+app runs with `redis_cluster`: the same tests then check every key family on a cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from starlette.applications import Starlette
@@ -30,12 +35,37 @@ from mediagraph.services import Services
 from mediagraph.settings import Settings
 from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
+from tests.support.redis_cluster import RedisClusterServers
 from tests.support.servers import LiveServers
 
 pytest_plugins = ["tests.support.browser", "tests.support.suites"]
 
 RUN_ID = uuid.uuid4().hex[:10]
 PHYSICAL_SHARDS = 2
+CLUSTER_VARIABLE = "MEDIAGRAPH_TEST_REDIS_CLUSTER"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--redis-cluster",
+        action="store_true",
+        help=f"run against a 3-master Redis Cluster started for the run (or set {CLUSTER_VARIABLE}=true)",
+    )
+
+
+def on_cluster(config: pytest.Config) -> bool:
+    flag = os.environ.get(CLUSTER_VARIABLE, "").lower() in ("1", "true", "yes")
+    return flag or bool(config.getoption("--redis-cluster"))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    """A 3-master Redis Cluster of Debian's redis-server, for the whole run."""
+    servers = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster")).start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
 
 
 def _test_database_urls(server_url: str) -> tuple[str, tuple[str, ...]]:
@@ -49,9 +79,11 @@ def _test_database_urls(server_url: str) -> tuple[str, tuple[str, ...]]:
 
 
 @pytest.fixture(scope="session")
-def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+def endpoints(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
     database_url = os.environ.get("MEDIAGRAPH_DATABASE_URL", "")
     redis_url = os.environ.get("MEDIAGRAPH_REDIS_URL", "")
+    if on_cluster(request.config):
+        redis_url = request.getfixturevalue("redis_cluster").url
     embedded = None
     if not (database_url and redis_url):
         folder = tmp_path_factory.mktemp("embedded")
@@ -73,11 +105,12 @@ def endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
 
 
 @pytest.fixture(scope="session")
-def settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def settings(request: pytest.FixtureRequest, endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(
         database_url=endpoints.database_url,
         shard_urls=list(endpoints.shard_urls),
         redis_url=endpoints.redis_url,
+        redis_cluster=on_cluster(request.config),
         redis_prefix=f"mgtest:{RUN_ID}:",
         data_dir=tmp_path_factory.mktemp("data"),
         run_workers=False,
@@ -97,7 +130,7 @@ def settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="session", autouse=True)
 async def redis_cleanup(settings: Settings) -> AsyncIterator[None]:
     yield
-    redis = Redis.from_url(settings.redis_url)
+    redis = RedisCluster.from_url(settings.redis_url) if settings.redis_cluster else Redis.from_url(settings.redis_url)
     async for key in redis.scan_iter(match=f"{settings.redis_prefix}*", count=1000):
         await redis.delete(key)
     await redis.aclose()

@@ -33,6 +33,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
+from mediagraph.lua import Lua, run_pipeline
 
 PENDING = "~pending"
 ID_DIGITS = 19
@@ -53,21 +54,21 @@ def newsfeed(keys: KeySpace, user_id: int) -> str:
 
 
 def fanout_stream(keys: KeySpace) -> str:
-    return keys.key("feeds", "fanout")
+    return keys.key("feeds", "{fanout}")
 
 
 def fanout_dead_letters(keys: KeySpace) -> str:
-    return keys.key("feeds", "fanout", "dead")
+    return keys.key("feeds", "{fanout}", "dead")
 
 
 def newsfeed_channel(keys: KeySpace, user_id: int) -> str:
     """New posts in one user's news feed, and notice that the user's follows changed."""
-    return keys.channel("newsfeed", user_id)
+    return keys.entity_channel("newsfeed", user_id)
 
 
 def author_posts_channel(keys: KeySpace, author_id: int) -> str:
     """New posts of one author; celebrities' followers listen here, as they get no fan-out."""
-    return keys.channel("posts", author_id)
+    return keys.entity_channel("posts", author_id)
 
 
 def post_member(post_id: int, author_id: int) -> str:
@@ -202,6 +203,9 @@ redis.call('ZADD', KEYS[1], 0, ARGV[1])
 return 1
 """
 
+READ_SCRIPT = Lua(_READ)
+ADD_SCRIPT = Lua(_ADD)
+
 
 class FeedCache:
     def __init__(self, redis: Redis) -> None:
@@ -223,10 +227,12 @@ class FeedCache:
 
     async def read_many(self, keys: Sequence[str], *, since: int | None, count: int) -> list[Window]:
         """`read` of several feeds in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Pipeline) -> None:
             for key in keys:
-                await self._read(keys=[key], args=self._read_args(None, since, count, 0), client=pipe)
-            replies = await pipe.execute()
+                READ_SCRIPT.queue(pipe, [key], self._read_args(None, since, count, 0))
+
+        replies = await run_pipeline(self.redis, [READ_SCRIPT], build)
         return [_window(reply) for reply in replies]
 
     @staticmethod
@@ -241,8 +247,9 @@ class FeedCache:
     async def queue_add(
         self, pipe: Pipeline, key: str, entries: Iterable[Entry], *, maxlen: int, renew_ms: int = 0
     ) -> None:
+        """Queues an `add`; the caller runs the pipeline with `reload_if_lost([ADD_SCRIPT], …)`."""
         members = [entry.member for entry in entries]
-        await self._add(keys=[key], args=[maxlen, renew_ms, *members], client=pipe)
+        ADD_SCRIPT.queue(pipe, [key], [maxlen, renew_ms, *members])
 
     async def add(self, key: str, entries: Sequence[Entry], *, maxlen: int, renew_ms: int = 0) -> int:
         """Adds posts to a feed that exists; returns how many landed."""

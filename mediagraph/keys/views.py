@@ -99,7 +99,7 @@ READ_CHUNK = 1_000
 
 
 def view_count_channel(keys: KeySpace, media_id: int) -> str:
-    return keys.channel("views", media_id)
+    return keys.entity_channel("views", media_id)
 
 
 class Counted(IntEnum):

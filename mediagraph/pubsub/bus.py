@@ -1,5 +1,7 @@
 """The event bus live fields subscribe to: broadcaster over Redis pub/sub, channels prefixed.
 
+On a Redis Cluster, entity channels travel by sharded pub/sub (backend.py).
+
 One Redis subscription per channel per process is shared by every local subscriber
 (broadcaster's fan-out). Each subscriber gets a bounded mailbox instead of
 broadcaster's unbounded queue, so a slow websocket costs at most `keep` events of
@@ -111,8 +113,10 @@ class BoundedBroadcast(Broadcast):
 
 
 class EventBus:
-    def __init__(self, redis_url: str, keys: KeySpace, *, max_connections: int = 100) -> None:
-        self.backend = ResilientRedisBackend(redis_url, max_connections=max_connections)
+    def __init__(self, redis_url: str, keys: KeySpace, *, max_connections: int = 100, cluster: bool = False) -> None:
+        self.backend = ResilientRedisBackend(
+            redis_url, max_connections=max_connections, cluster=cluster, is_sharded=keys.is_sharded
+        )
         self._broadcast = BoundedBroadcast(backend=self.backend)
         self.keys = keys
 

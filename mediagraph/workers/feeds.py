@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mediagraph.db.feeds import Post, follow_counts, follower_chunks, record_skipped_fanout
 from mediagraph.keys.feeds import (
+    ADD_SCRIPT,
     FANOUT_GROUP,
     Entry,
     FeedCache,
@@ -41,6 +42,7 @@ from mediagraph.keys.feeds import (
     newsfeed,
     newsfeed_channel,
 )
+from mediagraph.lua import reload_if_lost
 from mediagraph.observability.metrics import Lag
 from mediagraph.pubsub.streams import group_backlog
 from mediagraph.resolvers.feeds import events as feed_events
@@ -97,10 +99,12 @@ async def _push(services: Services, message: FanoutMessage, followers: list[int]
             key = newsfeed(services.keys, follower)
             if message.kind is FanoutKind.POST:
                 await cache.queue_add(pipe, key, [entry], maxlen=services.settings.newsfeed_size)
-                pipe.publish(newsfeed_channel(services.keys, follower), payload)
+                services.keys.publish(pipe, newsfeed_channel(services.keys, follower), payload)
             else:
                 cache.queue_discard(pipe, key, entry)
         results = await pipe.execute(raise_on_error=False)
+    # Followers whose add met a Redis that lost the script fail below and are retried; with it loaded.
+    await reload_if_lost(services.redis, [ADD_SCRIPT], results)
     failed = [
         follower
         for index, follower in enumerate(followers)
@@ -127,7 +131,7 @@ async def _attempt(services: Services, message: FanoutMessage, owed: list[int] |
                 await record_skipped_fanout(session, author_id=message.author_id, post_id=message.post_id)
                 await session.commit()
                 channel = author_posts_channel(services.keys, message.author_id)
-                await services.redis.publish(channel, fanout_payload(message))
+                await services.keys.publish(services.redis, channel, fanout_payload(message))
             return None
         if owed is not None:
             return await _push(services, message, owed)

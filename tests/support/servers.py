@@ -52,6 +52,7 @@ class LiveServers:
                 "MEDIAGRAPH_DATABASE_URL": self.settings.database_url,
                 "MEDIAGRAPH_SHARD_URLS": ",".join(self.settings.shard_urls),
                 "MEDIAGRAPH_REDIS_URL": self.settings.redis_url,
+                "MEDIAGRAPH_REDIS_CLUSTER": str(self.settings.redis_cluster).lower(),
                 "MEDIAGRAPH_REDIS_PREFIX": self.settings.redis_prefix,
                 "MEDIAGRAPH_SECRET_KEY": self.settings.secret_key,
                 "MEDIAGRAPH_DATA_DIR": str(self.settings.data_dir),

@@ -46,5 +46,9 @@ def board_keys(keys: KeySpace, *, board_id: int, period: str, partitions: int) -
 
 
 def board_changed_channel(keys: KeySpace, board_id: int) -> str:
-    """Published by every accepted score; each process's ticker for the board listens."""
+    """Published by every accepted score; each process's ticker for the board listens.
+
+    A process-wide channel on purpose: the apply script publishes it, and a script may
+    only SPUBLISH to a channel of its own keys' slot (boards are few; each gets a ticker).
+    """
     return keys.channel("leaderboard", board_id)

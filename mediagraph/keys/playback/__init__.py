@@ -193,12 +193,12 @@ def domain_pattern(keys: KeySpace) -> str:
 
 
 def live_channel(keys: KeySpace, entity: Entity) -> str:
-    return keys.channel("playback", entity.kind.value, entity.id)
+    return keys.channel("playback", entity.kind.value, f"{{{entity.id}}}")
 
 
 def stats_channel(keys: KeySpace, entity: Entity) -> str:
     """A heartbeat counted a play in the entity's total or buckets; listeners re-read the figures."""
-    return keys.channel("playback", "stats", entity.kind.value, entity.id)
+    return keys.channel("playback", "stats", entity.kind.value, f"{{{entity.id}}}")
 
 
 def _glob_escape(text: str) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from mediagraph.keys import KeySpace
@@ -41,10 +42,12 @@ from mediagraph.keys.playback import (
     session_key,
 )
 from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, SWEEP
+from mediagraph.lua import Lua, queue_evalsha, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
 WATCH_GAP_CAP_MS = 10_000
 PLAY_TOKEN_PREFIX = "p:"
+SWEEP_SCRIPT = Lua(SWEEP)
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,6 @@ class PlaybackScripts:
         self.keys = keys
         self._claim = redis.register_script(CLAIM)
         self._heartbeat = redis.register_script(HEARTBEAT)
-        self._sweep = redis.register_script(SWEEP)
         self._forget = redis.register_script(FORGET_COPIED)
         self._forget_plays = redis.register_script(FORGET_PLAYS)
 
@@ -199,7 +201,7 @@ class PlaybackScripts:
         for attempt in range(2):
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.evalsha(self._heartbeat.sha, len(keys), *keys, *args)
+                    queue_evalsha(pipe, self._heartbeat.sha, keys, args)
                     # Outside the script (another slot): the roll-up's index of channels to visit.
                     pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, nx=True)
                     reply, _ = await pipe.execute()
@@ -212,14 +214,13 @@ class PlaybackScripts:
 
     async def sweep(self, entities: Sequence[Entity], *, now_ms: int, live_window_ms: int) -> list[LiveCount | None]:
         """Drop expired sessions from each entity's live set; the new count where it changed."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+
+        def build(pipe: Pipeline) -> None:
             for entity in entities:
-                await self._sweep(
-                    keys=[live_key(self.keys, entity), counter_key(self.keys, Counter(entity))],
-                    args=[now_ms, live_window_ms],
-                    client=pipe,
-                )
-            replies = await pipe.execute()
+                keys = [live_key(self.keys, entity), counter_key(self.keys, Counter(entity))]
+                SWEEP_SCRIPT.queue(pipe, keys, [now_ms, live_window_ms])
+
+        replies = await run_pipeline(self.redis, [SWEEP_SCRIPT], build)
         return [None if not reply else LiveCount(int(reply[0]), True, int(reply[1])) for reply in replies]
 
     async def read_raw(self, counters: Sequence[Counter]) -> list[RawCounter]:
