@@ -94,6 +94,11 @@ class BoundedBroadcast(Broadcast):
             new = [channel for channel in channels if not subscribers.get(channel)]
             if new:
                 await backend.subscribe_many(new)
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # The Redis client can swallow a cancellation that lands during SUBSCRIBE;
+                    # carrying on would leave the cancelled operation waiting forever.
+                    raise asyncio.CancelledError
             for channel in channels:
                 subscribers.setdefault(channel, set()).add(receiver)
                 added.append(channel)
