@@ -30,6 +30,9 @@ from mediagraph.settings import Settings, get_settings
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 WORK_DIR = Path(__file__).parent / ".work"
+# Every benchmark client connects from loopback: past the per-address websocket limit of a
+# real deployment, so subscription benchmarks raise it for their servers.
+LOOPBACK_CLIENTS = 1_000_000
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import httpx
 from sqlalchemy import insert, select
 from sqlmodel import col
 
-from benchmarks.harness import bench_settings, console, report
+from benchmarks.harness import LOOPBACK_CLIENTS, bench_settings, console, report
 from benchmarks.leaderboard_push import PushFigures, push_latency
 from benchmarks.leaderboard_ranks import RankFigures, measure
 from benchmarks.leaderboard_servers import servers
@@ -49,7 +49,10 @@ def run(options: Options) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # A thousand websockets on each side of the connection.
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    with bench_settings("leaderboard") as settings, servers(settings, 2) as urls:
+    with (
+        bench_settings("leaderboard", max_connections_per_address=LOOPBACK_CLIENTS) as settings,
+        servers(settings, 2) as urls,
+    ):
         asyncio.run(_main(settings, urls, options))
 
 

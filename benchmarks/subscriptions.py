@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 import httpx
 import psutil
 
-from benchmarks.harness import WORK_DIR, Latency, bench_settings, bulk_media, console, report
+from benchmarks.harness import LOOPBACK_CLIENTS, WORK_DIR, Latency, bench_settings, bulk_media, console, report
 from benchmarks.servers import mediagraph_server
 from benchmarks.ws_client import Subscription
 from mediagraph.cli.runtime import open_services
@@ -67,7 +67,7 @@ class ModeFigures:
 def run(options: Options) -> None:
     _raise_open_file_limit()
     modes = [("shared", SHARED)] + ([("per subscriber", PER_SUBSCRIBER)] if options.compare else [])
-    with bench_settings("subscriptions") as settings:
+    with bench_settings("subscriptions", max_connections_per_address=LOOPBACK_CLIENTS) as settings:
         # A media per mode: a server that stops while announcing a media holds its push
         # claim for a few seconds (subscriptions/views.py), which would hold up the next mode.
         media_ids = asyncio.run(_media(settings, len(modes)))

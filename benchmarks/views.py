@@ -14,7 +14,7 @@ import time
 import orjson
 import websockets
 
-from benchmarks.harness import Latency, Load, bench_settings, bulk_media, console, post_load, report
+from benchmarks.harness import LOOPBACK_CLIENTS, Latency, Load, bench_settings, bulk_media, console, post_load, report
 from benchmarks.servers import live_server
 from mediagraph.cli.runtime import open_services
 from mediagraph.dataloaders.views import live_view_totals
@@ -31,7 +31,7 @@ ROUNDS = 4
 
 
 def run(*, views: int, media: int, concurrency: int, subscribers: int, pushes: int) -> None:
-    with bench_settings("views") as settings:
+    with bench_settings("views", max_connections_per_address=LOOPBACK_CLIENTS) as settings:
         asyncio.run(_bench(settings, views=views, media=media, concurrency=concurrency))
         asyncio.run(_bench_pushes(settings, subscribers=subscribers, pushes=pushes))
 

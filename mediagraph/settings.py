@@ -157,6 +157,12 @@ class Settings(BaseSettings):
     # for everyone else the socket's address counts (views, rate limits, playback).
     forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1", "::1"])
 
+    # Websockets: operations one socket may run at once (past it that subscribe gets a coded
+    # TOO_MANY_SUBSCRIPTIONS error, the socket stays), and sockets one client address may hold
+    # open per server process (past it the socket is closed with 4429).
+    max_subscriptions_per_connection: int = Field(default=100, ge=1)
+    max_connections_per_address: int = Field(default=256, ge=1)
+
     db_pool_size: int = 10
     db_max_overflow: int = 10
     # Connections per process for hot reads (db/reads.py). Lookups are merged across requests,

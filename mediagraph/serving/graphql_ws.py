@@ -18,13 +18,15 @@ from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import CompleteMessage, ErrorMessage
+from strawberry.subscriptions.protocols.graphql_ws.types import CompleteMessage, ErrorMessage, StartMessage
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.utils.aio import aclosing
 
 from mediagraph.context import Context
 from mediagraph.observability import metrics
+from mediagraph.schema.extensions import coded
 from mediagraph.serving.sharing import Ending, StreamKey, subscription_field
+from mediagraph.serving.websocket_limits import subscription_limit_error
 
 if TYPE_CHECKING:
     from mediagraph.serving.view import GraphQLApp
@@ -41,11 +43,9 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 
     async def handle(self) -> None:
         watchdog = asyncio.create_task(self._close_unless_initialised())
-        metrics.WEBSOCKETS.inc()
         try:
             await super().handle()
         finally:
-            metrics.WEBSOCKETS.dec()
             watchdog.cancel()
 
     async def _close_unless_initialised(self) -> None:
@@ -53,6 +53,17 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
         if not self.connection_acknowledged:
             with contextlib.suppress(*GONE):
                 await self.websocket.close(code=INIT_TIMEOUT_CLOSE, reason="Connection initialisation timeout")
+
+    async def handle_start(self, message: StartMessage) -> None:
+        # Strawberry's own limit answers with an uncoded error: ours is checked first. A `start`
+        # reusing a running operation's id replaces it, so that one does not count.
+        limit = self.view.max_operations_per_socket
+        running = len(self.tasks) - (message["id"] in self.tasks)
+        if self.connection_acknowledged and running >= limit:
+            error: Any = subscription_limit_error(limit)
+            await self.send_message(ErrorMessage(type="error", id=message["id"], payload=error))
+            return
+        await super().handle_start(message)
 
     async def handle_async_results(
         self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
@@ -123,5 +134,6 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
 
     async def _send_error(self, operation_id: str, errors: list[GraphQLError]) -> None:
         # The protocol's `error` carries one error: the first, as graphql-transport-ws sends it first.
-        payload: Any = errors[0].formatted if errors else {"message": "The operation failed."}
+        first = errors[0] if errors else GraphQLError("The operation failed.")
+        payload: Any = coded(first).formatted
         await self.send_message(ErrorMessage(type="error", id=operation_id, payload=payload))

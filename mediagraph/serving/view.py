@@ -3,6 +3,7 @@ legacy graphql-ws subprotocol (`serving/graphql_ws.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -19,7 +21,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import Message
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage, Message, SubscribeMessage
 
 from mediagraph.context import Context
 from mediagraph.errors import UserError
@@ -27,6 +29,13 @@ from mediagraph.observability import metrics
 from mediagraph.serving.graphql_ws import LegacyWSHandler
 from mediagraph.serving.schema import MediagraphSchema
 from mediagraph.serving.sharing import Ending, SharedStreams, subscription_field
+from mediagraph.serving.websocket_limits import (
+    TOO_MANY_CONNECTIONS_CLOSE,
+    TOO_MANY_CONNECTIONS_REASON,
+    OpenSockets,
+    client_address,
+    subscription_limit_error,
+)
 from mediagraph.settings import Settings
 
 
@@ -35,12 +44,23 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
     view: GraphQLApp
 
-    async def handle(self) -> None:
-        metrics.WEBSOCKETS.inc()
-        try:
-            await super().handle()
-        finally:
-            metrics.WEBSOCKETS.dec()
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        # Strawberry's own limit answers with an uncoded error: ours is checked first.
+        limit = self.view.max_operations_per_socket
+        if self.connection_acknowledged and message["id"] not in self.operations and len(self.operations) >= limit:
+            errors: Any = [subscription_limit_error(limit)]
+            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=errors))
+            return
+        await super().handle_subscribe(message)
+
+    async def _reject_incremental_delivery(self, operation: Operation[Context, None]) -> None:
+        errors: Any = [
+            {
+                "message": "Incremental delivery is not supported over graphql-transport-ws",
+                "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"},
+            }
+        ]
+        await operation.send_operation_message(ErrorMessage(id=operation.id, type="error", payload=errors))
 
     async def send_message(self, message: Message) -> None:
         if message["type"] == "next":
@@ -100,6 +120,8 @@ class GraphQLApp(GraphQL[Context, None]):
         self, schema: MediagraphSchema, settings: Settings, *, ide_page: Callable[[Request], HTMLResponse] | None = None
     ) -> None:
         self.shared_streams = SharedStreams(origin_fixed=bool(settings.public_url))
+        self.open_sockets = OpenSockets(settings.max_connections_per_address)
+        self.max_operations_per_socket = settings.max_subscriptions_per_connection
         self.ide_page = ide_page
         super().__init__(
             schema,
@@ -110,7 +132,33 @@ class GraphQLApp(GraphQL[Context, None]):
             multipart_uploads_enabled=True,
             keep_alive=True,
             keep_alive_interval=15,
+            # Checked by our handlers, which answer with a coded error.
+            max_subscriptions_per_connection=None,
         )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await super().__call__(scope, receive, send)
+            return
+        address = client_address(scope)
+        if not self.open_sockets.admit(address):
+            await self._refuse_socket(WebSocket(scope, receive, send))
+            return
+        # Counted here, with the address's sockets, rather than by each subprotocol's handler.
+        metrics.WEBSOCKETS.inc()
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.open_sockets.release(address)
+            metrics.WEBSOCKETS.dec()
+
+    async def _refuse_socket(self, websocket: WebSocket) -> None:
+        # Accepted first so the client reads why: a handshake refused outright is only a 403.
+        offered = websocket.scope.get("subprotocols") or []
+        subprotocol = next((protocol for protocol in offered if protocol in self.protocols), None)
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+            await websocket.accept(subprotocol=subprotocol)
+            await websocket.close(code=TOO_MANY_CONNECTIONS_CLOSE, reason=TOO_MANY_CONNECTIONS_REASON)
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
         # Strawberry's page loads GraphiQL from a CDN; ours (routes/pages.py) serves it all itself.
@@ -128,7 +176,9 @@ class GraphQLApp(GraphQL[Context, None]):
         try:
             _ = context.claims
         except UserError as error:
-            raise ConnectionRejectionError({"message": error.message, "code": error.code}) from None
+            raise ConnectionRejectionError(
+                {"message": error.message, "code": error.code, "extensions": {"code": error.code}}
+            ) from None
         return None
 
     def encode_json(self, data: object) -> str:
