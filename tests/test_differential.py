@@ -337,6 +337,24 @@ def _reaches_rows(data: Any) -> bool:
     )
 
 
+def _sibling_finished_first(planned: Any, core: Any) -> bool:
+    """The same data, and the planned answer's errors are graphql-core's and more.
+
+    When a non-null field fails, its parent becomes null and graphql-core cancels the
+    siblings still running; a sibling that finished before that reports its error too.
+    Plans start each resolver at once, as an eager task would, so a sibling's I/O begins
+    earlier and may finish first: graphql-core's own rule, met at another moment. The
+    data must still be identical, and no error of graphql-core's may be missing.
+    """
+    if planned[0] != 200 or core[0] != 200 or not isinstance(planned[1], dict) or not isinstance(core[1], dict):
+        return False
+    if planned[1].get("data") != core[1].get("data"):
+        return False
+    planned_errors = planned[1].get("errors") or []
+    core_errors = core[1].get("errors") or []
+    return bool(core_errors) and all(error in planned_errors for error in core_errors)
+
+
 def _compiled(app: Starlette, query: str) -> bool:
     prepared = app.graphql.runner.schema.documents.cached(query)  # type: ignore[attr-defined]
     return prepared is not None and any(plan is not None for plan in prepared.plans.values())
@@ -368,7 +386,7 @@ async def test_plans_answer_every_generated_query_as_graphql_core_does(
         tally.cases += 1
         tally.compiled += _compiled(app, query)
         differs = f"plans answered differently:\n{query}\nplanned: {planned}\ngraphql-core: {before} / {after}"
-        if planned not in (before, after):
+        if planned not in (before, after) and not _sibling_finished_first(planned, before):
             unsteady = _unsteady_paths(before, after)
             assert unsteady, differs
             assert _masked(planned, unsteady) == _masked(before, unsteady), differs
