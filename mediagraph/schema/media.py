@@ -27,6 +27,7 @@ from mediagraph.resolvers.views.pagination import MediaSort, ranked_media_list
 from mediagraph.schema.extensions import ORIGIN_DEPENDENT, SHARED_STATE, VIEWER_DEPENDENT, prefetched
 from mediagraph.schema.playback import LiveViewers, PlaybackStats, live_viewers_of_media
 from mediagraph.schema.relay import (
+    MEDIA_RECORDS_CONNECTION,
     BuiltByName,
     Edge,
     Node,
@@ -245,6 +246,7 @@ class MediaConnection:
 
     @classmethod
     def from_page(cls, page: Page[MediaRow]) -> MediaConnection:
+        """A page of model instances (bookmarks)."""
         counts = page.counts
         return cls(
             edges=[Edge(cursor=cursor, node=Media.from_row(row, counts.get(row.id))) for cursor, row in page.items],
@@ -254,7 +256,7 @@ class MediaConnection:
 
     @classmethod
     def from_records(cls, page: Page[Record], uploaders: dict[int, User] | None = None) -> MediaConnection:
-        """A page read as plain rows (the ranked lists): no ORM instance per item; `uploaders` by id, if read."""
+        """A page read as plain rows (the lists): no ORM instance per item; `uploaders` by id, if read."""
         counts = page.counts
         known = uploaders or {}
 
@@ -303,18 +305,18 @@ class MediaQueries:
             page = await resolvers.media_list(
                 info.context, tags=tags, tag_match=tag_match, request=request, views=views
             )
-            return MediaConnection.from_page(page)
-        requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
-        ranked = await ranked_media_list(
-            info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
-        )
-        ranked.has_previous_page = after is not None
+        else:
+            requested(settings, first=first, after=after, last=last, before=before, forward_only=RANKED_FORWARD_ONLY)
+            page = await ranked_media_list(
+                info.context, sort=sort, tags=tags, tag_match=tag_match, first=first, after=after, views=views
+            )
+            page.has_previous_page = after is not None
         uploaders = None
         if selects(info, "edges", "node", "uploader") or selects(info, "omitted", "uploader"):
             # One batched read for the page instead of a resolver call per item.
-            rows = [row for _, row in ranked.items] + ranked.omitted
+            rows = [row for _, row in page.items] + page.omitted
             uploaders = await users_of(info.context, {row["owner_id"] for row in rows})
-        return MediaConnection.from_records(ranked, uploaders)
+        return MediaConnection.from_records(page, uploaders)
 
 
 @strawberry.type
@@ -398,3 +400,4 @@ class MediaSubscriptions:
 
 
 register_builder("MediaConnection", MediaConnection.from_page)
+register_builder(MEDIA_RECORDS_CONNECTION, MediaConnection.from_records)

@@ -94,6 +94,10 @@ ObjectBuilder = Callable[[Any], Any]
 OBJECT_BUILDERS: dict[str, ObjectBuilder] = {}
 
 
+# The builder of a MediaConnection from plain rows (the lists), beside "MediaConnection" from model instances.
+MEDIA_RECORDS_CONNECTION = "MediaConnection.records"
+
+
 def register_builder(type_name: str, build: ObjectBuilder) -> None:
     OBJECT_BUILDERS[type_name] = build
 

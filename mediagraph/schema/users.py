@@ -18,7 +18,15 @@ from mediagraph.resolvers.feeds import follows as follow_resolvers
 from mediagraph.resolvers.feeds import posts as post_resolvers
 from mediagraph.schema.extensions import VIEWER_DEPENDENT
 from mediagraph.schema.playback import LiveChannelViewers, PlaybackStats, live_viewers_of_channel
-from mediagraph.schema.relay import BuiltByName, Node, register_builder, register_node, requested, selects
+from mediagraph.schema.relay import (
+    MEDIA_RECORDS_CONNECTION,
+    BuiltByName,
+    Node,
+    register_builder,
+    register_node,
+    requested,
+    selects,
+)
 from mediagraph.schema.scalars import Count
 
 if TYPE_CHECKING:
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
 
 # Built by their own modules, which import this one (see `schema/relay.py`).
 media_connection: BuiltByName[MediaConnection] = BuiltByName("MediaConnection")
+media_records_connection: BuiltByName[MediaConnection] = BuiltByName(MEDIA_RECORDS_CONNECTION)
 post_connection: BuiltByName[PostConnection] = BuiltByName("PostConnection")
 follow_connection: BuiltByName[FollowConnection] = BuiltByName("FollowConnection")
 comment_connection: BuiltByName[CommentConnection] = BuiltByName("CommentConnection")
@@ -79,7 +88,7 @@ class User(Node):
         request = requested(info.context.settings, first=first, after=after, last=last, before=before)
         views = selects(info, "edges", "node", "viewCount")
         page = await media_resolvers.media_by_owner(info.context, owner_id=self.raw_id, request=request, views=views)
-        return media_connection(page)
+        return media_records_connection(page)
 
     @strawberry.field(
         description="Media this user bookmarked, newest bookmark first. Null, with a FORBIDDEN error (UNAUTHENTICATED "

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from enum import Enum
 from typing import Any
 
+import asyncpg
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col
@@ -16,7 +17,7 @@ from starlette.datastructures import UploadFile
 from mediagraph import validation
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.media import MediaByIdLoader, media_rows
+from mediagraph.dataloaders.media import MediaByIdLoader
 from mediagraph.db.base import utcnow
 from mediagraph.db.comments import store as comment_store
 from mediagraph.db.media import Bookmark, Media, newer_media, owned_by, with_tags
@@ -64,7 +65,7 @@ async def require_media(context: Context, media_id: int) -> Media:
 
 async def _newest_page(
     context: Context, where: Where, *, request: PageRequest, kind: str, views: bool
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     cursor_id = _after(context, kind, request.cursor)
     reads = context.services.databases.main_reads
     if request.backward:
@@ -73,11 +74,7 @@ async def _newest_page(
         records = await reads.fetch(newer_media(where), cursor_id or 0, request.size + 1, *where.args)
     else:
         records = await reads.fetch_newest_page(COUNTED_MEDIA, where, before=cursor_id, limit=request.size + 1)
-    rows = media_rows.all(records)
-    loader = context.loader(MediaByIdLoader)
-    for row in rows:
-        loader.prime(row.id, row)
-    page = keyset_page(request, rows, lambda row: _cursor(context, kind, row.id))
+    page = keyset_page(request, records, lambda row: _cursor(context, kind, row["id"]))
     if not request.backward:
         page.counts = await read_counts(context, records[: request.size], views=views)
     return page
@@ -94,7 +91,7 @@ def tag_filter(tags: list[str] | None, tag_match: TagMatch) -> list[Any]:
 
 async def media_list(
     context: Context, *, tags: list[str] | None, tag_match: TagMatch, request: PageRequest, views: bool = False
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     """Newest first; `views`: the request shows view counts (read for the whole page at once)."""
     where = with_tags(validation.tags(tags or []), all_of=tag_match is TagMatch.ALL)
     return await _newest_page(context, where, request=request, kind="media:newest", views=views)
@@ -102,7 +99,7 @@ async def media_list(
 
 async def media_by_owner(
     context: Context, *, owner_id: int, request: PageRequest, views: bool = False
-) -> Page[Media]:
+) -> Page[asyncpg.Record]:
     return await _newest_page(context, owned_by(owner_id), request=request, kind="media:owner", views=views)
 
 
