@@ -24,6 +24,7 @@ from mediagraph.routes.health import healthz, readyz
 from mediagraph.routes.metrics import metrics_endpoint, sampling
 from mediagraph.services import Services
 from mediagraph.serving.bodies import BodySizeLimit
+from mediagraph.serving.cors import BrowserOrigins
 from mediagraph.serving.endpoint import GraphQLEndpoint
 from mediagraph.serving.memory import tune_for_serving
 from mediagraph.serving.schema import build_schema
@@ -51,6 +52,8 @@ class MediagraphApp(Starlette):
     # The websocket view's shared subscription streams, for tests and diagnostics.
     shared_streams: SharedStreams
     metrics_access: MetricsAccess
+    # CORS around every HTTP route, the fast path included (serving/cors.py).
+    browser_origins: BrowserOrigins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -64,13 +67,18 @@ class MediagraphApp(Starlette):
                 if self.metrics_port is not None and self._on_metrics_port(scope):
                     await self._serve_metrics_port(scope, receive, send)
                     return
-                if scope["path"] == GRAPHQL_PATH:
-                    scope["app"] = self
-                    if await self.graphql.serve(scope, receive, send):
-                        return
+                await self.browser_origins(scope, receive, send)
+                return
             await super().__call__(scope, receive, send)
         finally:
             request_ids.CURRENT.reset(token)
+
+    async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] == GRAPHQL_PATH:
+            scope["app"] = self
+            if await self.graphql.serve(scope, receive, send):
+                return
+        await super().__call__(scope, receive, send)
 
     @property
     def metrics_port(self) -> int | None:
@@ -136,4 +144,5 @@ def create_app(settings: Settings | None = None) -> MediagraphApp:
     app.graphql = GraphQLEndpoint(schema, settings)
     app.shared_streams = view.shared_streams
     app.metrics_access = access
+    app.browser_origins = BrowserOrigins(app._serve_http, view.origin_policy)
     return app

@@ -157,6 +157,10 @@ class Settings(BaseSettings):
     # for everyone else the socket's address counts (views, rate limits, playback).
     forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1", "::1"])
 
+    # Browser origins allowed to call the API (CORS) and open websockets: exact origins
+    # (`https://app.example.com`) or `*`. Unset: the loopback origins in development, none in production.
+    cors_origins: Annotated[list[str] | None, NoDecode] = None
+
     # Websockets: operations one socket may run at once (past it that subscribe gets a coded
     # TOO_MANY_SUBSCRIPTIONS error, the socket stays), and sockets one client address may hold
     # open per server process (past it the socket is closed with 4429).
@@ -203,6 +207,22 @@ class Settings(BaseSettings):
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
             raise ValueError("public_url must be an absolute http(s) URL such as https://api.example.com")
         return url.rstrip("/")
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def split_cors_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def origins_or_star(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or ():
+            parts = urlsplit(item)
+            if item != "*" and (parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/")):
+                raise ValueError(f"{item!r} is not an origin such as https://app.example.com (nor `*`)")
+        return value
 
     @field_validator("forwarded_allow_ips", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorM
 from mediagraph.context import Context
 from mediagraph.errors import UserError
 from mediagraph.observability import metrics
+from mediagraph.serving.cors import OriginPolicy
 from mediagraph.serving.graphql_ws import LegacyWSHandler
 from mediagraph.serving.schema import MediagraphSchema
 from mediagraph.serving.sharing import Ending, SharedStreams, subscription_field
@@ -122,6 +123,7 @@ class GraphQLApp(GraphQL[Context, None]):
         self.shared_streams = SharedStreams(origin_fixed=bool(settings.public_url))
         self.open_sockets = OpenSockets(settings.max_connections_per_address)
         self.max_operations_per_socket = settings.max_subscriptions_per_connection
+        self.origin_policy = OriginPolicy.of(settings)
         self.ide_page = ide_page
         super().__init__(
             schema,
@@ -151,6 +153,11 @@ class GraphQLApp(GraphQL[Context, None]):
         finally:
             self.open_sockets.release(address)
             metrics.WEBSOCKETS.dec()
+
+    def is_websocket_origin_allowed(self, request: Any, origin: str) -> bool:
+        # Asked only for a cross-origin handshake (no Origin, or the page's own, is always let in);
+        # refused, the handshake is answered 403 before anything runs.
+        return self.origin_policy.allows(origin)
 
     async def _refuse_socket(self, websocket: WebSocket) -> None:
         # Accepted first so the client reads why: a handshake refused outright is only a 403.
