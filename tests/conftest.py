@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from mediagraph.db.provision import drop_database, provision
 from mediagraph.embedded import EmbeddedServers
 from mediagraph.services import Services
 from mediagraph.settings import Settings
+from tests.support.clients import NpmFailed, cache_root, install, registry_reachable
 from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
 from tests.support.redis_cluster import RedisClusterServers
@@ -188,6 +190,19 @@ def count_queries(services: Services) -> Iterator[list[str]]:
     services.databases.main_reads.observers.remove(statements.append)
     for engine in engines:
         event.remove(engine.sync_engine, "before_cursor_execute", record)
+
+
+@pytest.fixture(scope="session")
+def installed() -> Path:
+    """node_modules of tests/clients (the pinned Node clients and tools), installed once."""
+    if shutil.which("node") is None and not os.environ.get("CI"):
+        pytest.skip("node is not installed")
+    try:
+        return install(cache_root())
+    except NpmFailed as failure:
+        if not os.environ.get("CI") and not registry_reachable():
+            pytest.skip(f"npm cannot reach its registry: {failure}")
+        raise
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 from collections.abc import AsyncIterator
@@ -24,7 +23,7 @@ from graphql import get_named_type, is_object_type, is_scalar_type
 
 from mediagraph.serving.schema import build_schema
 from mediagraph.workers import views as view_worker
-from tests.support.clients import NodeScript, NpmFailed, cache_root, install, registry_reachable, run_tool, workspace
+from tests.support.clients import NodeScript, run_tool, workspace
 from tests.support.factories import (
     create_media,
     create_user,
@@ -35,18 +34,6 @@ from tests.support.factories import (
     unique_name,
 )
 from tests.support.servers import free_port
-
-
-@pytest.fixture(scope="session")
-def installed() -> Path:
-    if shutil.which("node") is None and not os.environ.get("CI"):
-        pytest.skip("node is not installed")
-    try:
-        return install(cache_root())
-    except NpmFailed as failure:
-        if not os.environ.get("CI") and not registry_reachable():
-            pytest.skip(f"npm cannot reach its registry: {failure}")
-        raise
 
 
 @pytest.fixture(scope="module")

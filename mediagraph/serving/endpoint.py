@@ -19,6 +19,7 @@ from mediagraph.observability import request_ids
 from mediagraph.services import Services
 from mediagraph.serving.bodies import JSON_BODY_LIMIT_BYTES, BodyTooLarge, header, read_json_body, too_large
 from mediagraph.serving.execution import OperationRunner
+from mediagraph.serving.media_types import GRAPHQL_RESPONSE, is_request_error, response_media_type
 from mediagraph.serving.persisted import PersistedQueries
 from mediagraph.serving.requests import (
     GraphQLRequest,
@@ -32,7 +33,6 @@ from mediagraph.settings import Settings
 
 log = logging.getLogger(__name__)
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
 TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
@@ -89,10 +89,15 @@ class GraphQLEndpoint:
             await _send(send, 500, TEXT_HEADERS, b"Internal Server Error")
             return
         errors = result.get("errors")
+        status = sub_response.status_code or 200
+        media_type = response_media_type(header(scope, b"accept"))
         if errors:
             request_ids.tag_errors(errors)
-        headers = [*JSON_HEADERS, *sub_response.headers.raw]
-        await _send(send, sub_response.status_code or 200, headers, orjson.dumps(result))
+            if media_type is GRAPHQL_RESPONSE and is_request_error(result):
+                del result["data"]
+                status = 400
+        headers = [(b"content-type", media_type), *sub_response.headers.raw]
+        await _send(send, status, headers, orjson.dumps(result))
 
 
 async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
