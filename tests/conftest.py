@@ -184,9 +184,11 @@ def count_queries(services: Services) -> Iterator[list[str]]:
     engines = [services.databases.main, *services.databases.shards]
     for engine in engines:
         event.listen(engine.sync_engine, "before_cursor_execute", record)
-    # Hot reads bypass the engines (db/reads.py): count them too.
+    # Hot reads and writes bypass the engines (db/reads.py, db/writes.py): count them too.
     services.databases.main_reads.observers.append(statements.append)
+    services.databases.main_writes.observers.append(statements.append)
     yield statements
+    services.databases.main_writes.observers.remove(statements.append)
     services.databases.main_reads.observers.remove(statements.append)
     for engine in engines:
         event.remove(engine.sync_engine, "before_cursor_execute", record)

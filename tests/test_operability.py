@@ -94,7 +94,7 @@ async def test_cache_and_execution_path_counters_move(http, gql):
 
 async def test_pool_usage_is_exported(http):
     samples = await scrape_app(http)
-    for pool in ("orm", "reads"):
+    for pool in ("orm", "reads", "writes"):
         assert (
             "mediagraph_postgres_connections",
             frozenset({"database": "main", "pool": pool, "state": "idle"}.items()),

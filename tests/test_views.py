@@ -149,6 +149,27 @@ async def test_likes_need_a_user_and_an_existing_media(http, gql):
     assert await gql.error_code(LIKE, {"id": "garbage"}, token=token) == "BAD_USER_INPUT"
 
 
+async def test_a_like_is_one_statement_and_a_revoked_token_likes_nothing(http, gql, services, count_queries):
+    owner, _ = await create_user(gql)
+    fan, fan_user = await create_user(gql)
+    media = await create_media(http, token=owner)
+    variables = {"id": media["id"]}
+    count_queries.clear()
+    await gql.ok(LIKE, variables, token=fan)
+    # The like, its count and the sync's queue in one statement; no transaction around it.
+    writes = [statement for statement in count_queries if not statement.lstrip().upper().startswith("SELECT")]
+    assert len(writes) == 1, count_queries
+    assert not [statement for statement in count_queries if statement.strip().upper() in {"BEGIN", "COMMIT"}]
+    async with services.databases.main_session() as session:
+        await session.execute(
+            text("UPDATE users SET token_version = token_version + 1 WHERE id = :id"),
+            {"id": from_global_id(fan_user["id"])[1]},
+        )
+        await session.commit()
+    assert await gql.error_code(UNLIKE, variables, token=fan) == "UNAUTHENTICATED"
+    assert (await gql.ok(COUNTS, variables, token=owner))["media"]["likeCount"] == 1
+
+
 async def test_concurrent_likes_and_repeats_keep_the_count_exact(http, gql, services):
     owner, _ = await create_user(gql)
     media = await create_media(http, token=owner)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import (
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.reads import ReadPool
 from mediagraph.db.shards.router import ShardRouter
+from mediagraph.db.writes import WritePool
 from mediagraph.observability import metrics
 from mediagraph.settings import Settings
 
@@ -72,6 +73,8 @@ class Databases:
         self.router = ShardRouter(settings.logical_shards, len(self.shards))
         # Hot single-statement reads (loaders, listings) skip the ORM session: see db/reads.py.
         self.main_reads = ReadPool(endpoints.database_url, settings)
+        # The hot writes, one prepared statement each: see db/writes.py.
+        self.main_writes = WritePool(endpoints.database_url, settings)
 
     def main_session(self) -> AsyncSession:
         return self.main_sessions()
@@ -85,9 +88,11 @@ class Databases:
     def pool_usage(self) -> list[PoolUsage]:
         """Connections in use and idle in every pool of this process, for the metrics."""
         in_use, idle = self.main_reads.usage()
+        writing, writers_idle = self.main_writes.usage()
         return [
             _engine_usage("main", self.main),
             PoolUsage("main", "reads", in_use, idle),
+            PoolUsage("main", "writes", writing, writers_idle),
             *(_engine_usage(f"shard-{number}", engine) for number, engine in enumerate(self.shards)),
         ]
 
@@ -95,9 +100,11 @@ class Databases:
         async with self.main_session() as session:
             await self.router.reload(session)
         await self.main_reads.start()
+        await self.main_writes.start()
 
     async def dispose(self) -> None:
         await self.main_reads.close()
+        await self.main_writes.close()
         await self.main.dispose()
         for engine in self.shards:
             await engine.dispose()

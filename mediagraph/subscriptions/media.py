@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 
+from redis.asyncio.client import Pipeline
+
 from mediagraph.db.media import Media
 from mediagraph.keys.media import media_counts_channel, media_uploaded_channel
 from mediagraph.keys.views import view_count_channel
+from mediagraph.pubsub.bus import wire_payload
 from mediagraph.services import Services
 
 # Count notices are not queued anywhere: one lost while pub/sub reconnects would hold a
@@ -28,6 +31,11 @@ async def uploads(services: Services, *, wanted_tags: set[str]) -> AsyncIterator
 async def counts_changed(services: Services, media_id: int) -> None:
     """Tell whoever watches the media's counts that its likes or comments moved."""
     await services.bus.publish(media_counts_channel(services.keys, media_id), {"mediaId": media_id})
+
+
+def queue_counts_changed(pipe: Pipeline, services: Services, media_id: int) -> None:
+    """`counts_changed` as part of a caller's pipeline (the bus publishes on the same Redis)."""
+    pipe.publish(media_counts_channel(services.keys, media_id), wire_payload({"mediaId": media_id}))
 
 
 async def count_notices(services: Services, media_ids: list[int]) -> AsyncGenerator[set[int], None]:

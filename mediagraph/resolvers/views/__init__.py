@@ -10,10 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import delete
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import col
 
 from mediagraph.context import Context
 from mediagraph.dataloaders.base import Loader
@@ -25,9 +21,9 @@ from mediagraph.dataloaders.views import (
 )
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
-from mediagraph.db.views import MediaCountChange, MediaLike, MediaLikeCount
-from mediagraph.errors import NotFound, ServiceUnavailable
-from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
+from mediagraph.db.views import likes
+from mediagraph.errors import NotFound, ServiceUnavailable, Unauthenticated
+from mediagraph.events import EngagementEvent, EngagementKind, queue_engagement
 from mediagraph.keys.views import Counted
 from mediagraph.resolvers.media import media_by_id, require_media
 from mediagraph.subscriptions import media as media_live
@@ -92,36 +88,26 @@ async def unlike_media(context: Context, *, media_id: int) -> Media:
 
 
 async def _change_like(context: Context, media_id: int, *, like: bool) -> Media:
-    viewer = await context.require_viewer()
-    media = await require_media(context, media_id)
-    mine = (col(MediaLike.media_id) == media_id, col(MediaLike.user_id) == viewer.id)
-    # Liking twice (or unliking what is not liked) is a no-op: only a row that actually
-    # appears or disappears moves the count, in the same transaction.
-    change = (
-        insert(MediaLike).values(media_id=media_id, user_id=viewer.id, created_at=utcnow()).on_conflict_do_nothing()
-        if like
-        else delete(MediaLike).where(*mine)
-    )
-    delta = 1 if like else -1
+    # The token's user is checked against its row (revocation, deletion) by the statement itself.
+    viewer_id = context.require_viewer_id()
+    claims = context.claims
+    assert claims is not None
     try:
-        async with context.db.use() as session:
-            changed = (await session.execute(change.returning(col(MediaLike.media_id)))).first() is not None
-            if changed:
-                await session.execute(
-                    insert(MediaLikeCount)
-                    .values(media_id=media_id, like_count=delta)
-                    .on_conflict_do_update(
-                        index_elements=["media_id"], set_={"like_count": col(MediaLikeCount.like_count) + delta}
-                    )
-                )
-                # Queued for the sync, which copies the count into the LIKES sort column.
-                await session.execute(insert(MediaCountChange).values(media_id=media_id))
-            await session.commit()
-    except IntegrityError:
-        # The media was deleted while the like was being written.
+        change = await likes.change_like(
+            context.services.databases.main_writes,
+            media_id=media_id,
+            user_id=viewer_id,
+            token_version=claims.token_version,
+            like=like,
+            now=utcnow(),
+        )
+    except likes.StaleToken:
+        raise Unauthenticated("The access token is no longer valid.") from None
+    except likes.MissingMedia:
         raise NotFound("No such media.") from None
-    await _after_like_change(context, media_id, delta if changed else 0)
-    return media
+    delta = (1 if like else -1) if change.changed else 0
+    await _after_like_change(context, media_id, delta)
+    return await require_media(context, media_id)
 
 
 async def _after_like_change(context: Context, media_id: int, delta: int) -> None:
@@ -129,10 +115,14 @@ async def _after_like_change(context: Context, media_id: int, delta: int) -> Non
     _forget(context, LikedByViewerLoader, media_id)
     if not delta:
         return
+    services = context.services
     event = EngagementEvent(EngagementKind.LIKE, media_id, delta)
     try:
-        await publish_engagement(context.services.redis, context.services.keys, event)
-        await media_live.counts_changed(context.services, media_id)
+        # The hot-media score's event and the live counts' notice, in one round trip.
+        async with services.redis.pipeline(transaction=False) as pipe:
+            queue_engagement(pipe, services.keys, event)
+            media_live.queue_counts_changed(pipe, services, media_id)
+            await pipe.execute()
     except (RedisError, OSError) as error:
         # The like is committed; only the hot-media score and live counts miss it.
         log.warning("like event for media %s not published: %s", media_id, error)
