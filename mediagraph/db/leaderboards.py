@@ -13,12 +13,14 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+import asyncpg
 from sqlalchemy import BigInteger, Column, Double, ForeignKey, Index, String, bindparam, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import Field, col
 
 from mediagraph.db.base import MainTable, snowflake_key, timestamp, utcnow
+from mediagraph.db.writes import WritePool
 
 # Doubles hold every integer up to 2^53 exactly; scores are kept inside that range.
 MAX_EXACT_SCORE = float(2**53 - 1)
@@ -163,6 +165,67 @@ def _move_total() -> Any:
         )
         .returning(*_returned(table))
     )
+
+
+@functools.cache
+def _single_upsert(operator: ScoreOperator, order: SortOrder) -> str:
+    """`_upsert` for one submission, as the hot path's prepared statement (`db/writes.py`).
+
+    $1 board, $2 period, $3 user, $4 score, $5 reached id, $6 now; INCREMENT also takes
+    $7 and $8, the board's range. Same rules as `_upsert`: only a change returns a row.
+    """
+    if operator is ScoreOperator.INCREMENT:
+        score = "s.score + excluded.score"
+        changed = "excluded.score <> 0 AND s.score + excluded.score BETWEEN $7 AND $8"
+    else:
+        score = "excluded.score"
+        if operator is ScoreOperator.SET:
+            changed = "excluded.score <> s.score"
+        else:
+            changed = "excluded.score > s.score" if order is SortOrder.DESC else "excluded.score < s.score"
+    return f"""
+INSERT INTO leaderboard_scores AS s (leaderboard_id, period, user_id, score, reached_id, version, updated_at)
+VALUES ($1, $2, $3, $4, $5, 1, $6)
+ON CONFLICT (leaderboard_id, period, user_id) DO UPDATE
+SET score = {score}, reached_id = excluded.reached_id, version = s.version + 1, updated_at = excluded.updated_at
+WHERE {changed}
+RETURNING user_id, score, reached_id, version
+"""
+
+
+class MissingUser(Exception):
+    """A submission names a user who does not exist."""
+
+
+async def record_score(
+    writes: WritePool, *, board: Leaderboard, period: str, submission: Submission
+) -> ScoreRecord | None:
+    """One submission in one statement (no session): the record if it changed the stored score.
+
+    Raises OutOfBounds as `record_scores` does; a step larger than the board's whole range
+    goes through `record_scores` instead, which alone may move a total by it.
+    """
+    operator = board.score_operator
+    incremented = operator is ScoreOperator.INCREMENT
+    if _outside(board, submission.score):
+        raise ValueError("a step beyond the range takes record_scores")
+    args: list[Any] = [board.id, period, submission.user_id, submission.score, submission.reached_id, utcnow()]
+    if incremented:
+        args += [board.min_score, board.max_score]
+    try:
+        row = await writes.fetchrow(_single_upsert(operator, board.order), *args)
+    except asyncpg.ForeignKeyViolationError:
+        raise MissingUser from None
+    if row is None:
+        if incremented and submission.score != 0:
+            raise OutOfBounds(submission.user_id)
+        return None
+    return ScoreRecord(*row)
+
+
+def takes_one_statement(board: Leaderboard, score: float) -> bool:
+    """Whether `record_score` may record this submission (else `record_scores`)."""
+    return not _outside(board, score)
 
 
 @dataclass(frozen=True)

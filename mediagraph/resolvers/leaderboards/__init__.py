@@ -12,7 +12,16 @@ from sqlalchemy.exc import IntegrityError
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.db.base import utcnow
-from mediagraph.db.leaderboards import Leaderboard, OutOfBounds, ScoreOperator, Submission, record_scores
+from mediagraph.db.leaderboards import (
+    Leaderboard,
+    MissingUser,
+    OutOfBounds,
+    ScoreOperator,
+    Submission,
+    record_score,
+    record_scores,
+    takes_one_statement,
+)
 from mediagraph.errors import BadUserInput, NotFound
 from mediagraph.ids import to_global_id
 from mediagraph.resolvers.leaderboards import store
@@ -100,10 +109,19 @@ async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[
     ]
     board = current_board(services, definition)
     try:
-        async with context.db.use() as session:
-            records = await record_scores(session, board=definition, period=board.window.key, submissions=submissions)
-            await session.commit()
-    except IntegrityError:
+        if single and takes_one_statement(definition, submissions[0].score):
+            # The hot path: one prepared statement, no session (db/__init__.py).
+            record = await record_score(
+                services.databases.main_writes, board=definition, period=board.window.key, submission=submissions[0]
+            )
+            records = [record] if record is not None else []
+        else:
+            async with context.db.use() as session:
+                records = await record_scores(
+                    session, board=definition, period=board.window.key, submissions=submissions
+                )
+                await session.commit()
+    except (IntegrityError, MissingUser):
         raise NotFound(
             "No such user." if single else "A submission names no existing user.", argument="userId"
         ) from None
