@@ -9,15 +9,19 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
    - reads by key go through a loader (`dataloaders/`), and loaders read through the
      asyncpg read path (`databases.main_reads`, `db/reads.py`): prepared statements,
      merged across requests, rows built by `db/rows.py`, no ORM session;
-   - the hot paths read and write through the same asyncpg path, with their statements
-     in `db/` functions, building no ORM objects through a session and opening no
+   - the hot paths read and write through asyncpg (reads as above, writes on a pool
+     of their own), with their statements in `db/` functions, building no ORM objects through a session and opening no
      session of the request's own:
        reads: every media list page (`mediaList` by NEWEST, VIEWS and LIKES, with or
        without tags, and a user's media; `db/views/pages.py`, `db/reads.py`), each row
        with its counts in the page's own statement (`COUNTED_MEDIA`), the uploaders of a
        page in one batched read, and `media(id:)` with its counts (`db/views/store.py`);
        a page writes nothing to PostgreSQL (its pagination session lives in Redis);
-       writes: `recordView`, `likeMedia`/`unlikeMedia`, `reportPlayback` and `submitScore`;
+       writes: `likeMedia`/`unlikeMedia` (`db/views/likes.py`) and `submitScore`
+       (`record_score` in `db/leaderboards.py`), one prepared statement each on the write
+       pool (`databases.main_writes`, `db/writes.py`: no transaction around it, never
+       retried); `recordView` and `reportPlayback` write only to Redis on the request path
+       (the view flush and the playback roll-up write to PostgreSQL in batches);
    - every other write, multi-statement transaction or locking read uses the
      operation's one session, `context.db.use()` (`db/operation.py`);
    - a request never opens a session of its own (`databases.main_session()`).
