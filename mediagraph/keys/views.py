@@ -32,11 +32,13 @@ from mediagraph.lua import Lua, run_pipeline
 # which a script may ask) means nobody to announce to: the view leaves the announcer's
 # claim free and costs this one round trip. A subscriber reads the count after
 # subscribing, so it still sees this view; the next view after it subscribed announces.
+# On a cluster the channel is sharded and lives in another slot than these keys, so
+# ARGV[4] is '' there and the announcer asks (`subscriptions/views.py`).
 COUNT_VIEW = """
 if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  if redis.call('PUBSUB', 'NUMSUB', ARGV[4])[2] == 0 then return 1 end
+  if ARGV[4] ~= '' and redis.call('PUBSUB', 'NUMSUB', ARGV[4])[2] == 0 then return 1 end
   redis.call('SET', KEYS[3], 1, 'PX', ARGV[3])
   return 2
 end
@@ -156,7 +158,8 @@ class ViewBuffer:
         """One round trip: YES_AND_ANNOUNCE only when someone watches the count and nobody announces it."""
         bucket = self.bucket_of(media_id)
         keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
-        args = [dedupe_seconds, media_id, push_hold_ms, view_count_channel(self.keys, media_id)]
+        channel = "" if self.keys.sharded_pubsub else view_count_channel(self.keys, media_id)
+        args = [dedupe_seconds, media_id, push_hold_ms, channel]
         return Counted(await COUNT_VIEW_SCRIPT.run(self.redis, keys, args))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:

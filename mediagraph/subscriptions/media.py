@@ -34,8 +34,9 @@ async def counts_changed(services: Services, media_id: int) -> None:
 
 
 def queue_counts_changed(pipe: Pipeline, services: Services, media_id: int) -> None:
-    """`counts_changed` as part of a caller's pipeline (the bus publishes on the same Redis)."""
-    pipe.publish(media_counts_channel(services.keys, media_id), wire_payload({"mediaId": media_id}))
+    """`counts_changed` queued on a caller's pipeline (the bus publishes on the same Redis)."""
+    keys = services.keys
+    keys.publish(pipe, media_counts_channel(keys, media_id), wire_payload({"mediaId": media_id}))
 
 
 async def count_notices(services: Services, media_ids: list[int]) -> AsyncGenerator[set[int], None]:
