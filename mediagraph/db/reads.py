@@ -53,8 +53,18 @@ class ReadPool:
         self.hot = HotRows(seconds=settings.hot_read_seconds, max_entries=settings.hot_read_entries)
 
     async def start(self) -> None:
+        # Generic plans: each statement is planned once per connection. Ours are index walks
+        # whose best plan does not depend on the values; PostgreSQL's default re-plans those
+        # whose generic estimate looks worse (a LIMIT or row comparison on parameters), and a
+        # page then spends longer planning than running (0.3 ms of 0.5; see BENCHMARKS.md).
         self._pool = await asyncpg.create_pool(
-            self.dsn, min_size=0, max_size=self.max_size, timeout=5, command_timeout=30, reset=_keep_session
+            self.dsn,
+            min_size=0,
+            max_size=self.max_size,
+            timeout=5,
+            command_timeout=30,
+            reset=_keep_session,
+            server_settings={"plan_cache_mode": "force_generic_plan"},
         )
 
     async def close(self) -> None:

@@ -42,48 +42,52 @@ COUNTED_MEDIA = (
 
 
 def _rows(by: RankedBy, where: Where, *, limit: int, where_from: int, below: bool) -> str:
-    """Media rows with their counts in rank order (below the position `($1, $2)` when `below`), at most `$<limit>`."""
+    """Media rows with their counts in rank order (below the position `($1, $2)` when `below`), at most `limit`."""
     column = by.value
     position = f"(m.{column}, m.id) < ($1, $2) AND " if below else ""
     return (
         f"{COUNTED_MEDIA} WHERE {position}{where.sql(first=where_from)} "
-        f"ORDER BY m.{column} DESC, m.id DESC LIMIT ${limit}"
+        f"ORDER BY m.{column} DESC, m.id DESC LIMIT {int(limit)}"
     )
 
 
+# Limits are written into the statements, not passed: the read pool runs generic plans
+# (`db/reads.py`), and with an unknown LIMIT the planner expects a tenth of the table and
+# may sort it instead of walking the index. A statement per page size is a handful.
 @cache
-def _first_page_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
+def _first_page_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int) -> str:
     where = Where(where_sql)
     return (
         f"SELECT g.generation, p.* FROM ({GENERATION}) g "
-        f"LEFT JOIN LATERAL ({_rows(by, where, limit=1, where_from=2, below=False)}) p ON true "
+        f"LEFT JOIN LATERAL ({_rows(by, where, limit=limit, where_from=1, below=False)}) p ON true "
         f"ORDER BY p.{by.value} DESC, p.id DESC"
     )
 
 
 @cache
-def _later_page_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
-    # $1, $2 the cursor's position; $3, $4 where the scan for changes resumes (generation, id);
-    # $5 the page's limit, $6 the scan's. The scan reads in (generation, id) order, so one cut
-    # at its limit has seen every change up to its last (see `OmittedScan.resume_after`).
+def _later_page_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int, scan_limit: int) -> str:
+    # $1, $2 the cursor's position; $3, $4 where the scan for changes resumes (generation, id).
+    # The scan reads in (generation, id) order, so one cut at its limit has seen every change
+    # up to its last (see `OmittedScan.resume_after`).
     where = Where(where_sql)
     column = by.value
     changed = (
         f"SELECT m.id, m.sort_generation FROM media m WHERE (m.sort_generation, m.id) > ($3, $4) "
-        f"AND (m.{column}, m.id) > ($1, $2) AND {where.sql(first=7)} ORDER BY m.sort_generation, m.id LIMIT $6"
+        f"AND (m.{column}, m.id) > ($1, $2) AND {where.sql(first=5)} "
+        f"ORDER BY m.sort_generation, m.id LIMIT {int(scan_limit)}"
     )
     return (
         f"SELECT g.generation, o.ids AS omitted_ids, o.generations AS omitted_generations, p.* "
         f"FROM ({GENERATION}) g CROSS JOIN LATERAL (SELECT array_agg(c.id ORDER BY c.sort_generation, c.id) AS ids, "
         f"array_agg(c.sort_generation ORDER BY c.sort_generation, c.id) AS generations FROM ({changed}) c) o "
-        f"LEFT JOIN LATERAL ({_rows(by, where, limit=5, where_from=7, below=True)}) p ON true "
+        f"LEFT JOIN LATERAL ({_rows(by, where, limit=limit, where_from=5, below=True)}) p ON true "
         f"ORDER BY p.{column} DESC, p.id DESC"
     )
 
 
 @cache
-def _below_sql(by: RankedBy, where_sql: tuple[str, ...]) -> str:
-    return _rows(by, Where(where_sql), limit=3, where_from=4, below=True)
+def _below_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int) -> str:
+    return _rows(by, Where(where_sql), limit=limit, where_from=3, below=True)
 
 
 # Where a scan for changes starts: after this (generation, id). A whole generation is (g, LAST_ID).
@@ -128,7 +132,7 @@ def _split(records: list[asyncpg.Record]) -> tuple[int, list[asyncpg.Record]]:
 
 
 async def first_page(reads: ReadPool, by: RankedBy, where: Where, *, limit: int) -> RankedRead:
-    records = await reads.fetch(_first_page_sql(by, where.clauses), limit, *where.args)
+    records = await reads.fetch(_first_page_sql(by, where.clauses, limit), *where.args)
     generation, rows = _split(records)
     return RankedRead(generation, rows)
 
@@ -143,8 +147,8 @@ async def later_page(
     limit: int,
     scan_limit: int,
 ) -> RankedRead:
-    sql = _later_page_sql(by, where.clauses)
-    records = await reads.fetch(sql, *position, *scan_after, limit, scan_limit, *where.args)
+    sql = _later_page_sql(by, where.clauses, limit, scan_limit)
+    records = await reads.fetch(sql, *position, *scan_after, *where.args)
     read_at, rows = _split(records)
     ids = [int(media_id) for media_id in records[0]["omitted_ids"] or ()]
     generations: list[int] = records[0]["omitted_generations"] or []
@@ -156,7 +160,7 @@ async def rows_below(
     reads: ReadPool, by: RankedBy, where: Where, *, position: tuple[int, int], limit: int
 ) -> list[asyncpg.Record]:
     """More rows below a position, for a page whose first read held too many delivered ones."""
-    return await reads.fetch(_below_sql(by, where.clauses), *position, limit, *where.args)
+    return await reads.fetch(_below_sql(by, where.clauses, limit), *position, *where.args)
 
 
 COUNTED_BY_IDS = f"{COUNTED_MEDIA} WHERE m.id = ANY($1)"
