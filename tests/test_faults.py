@@ -23,6 +23,8 @@ from tests.support.factories import ADD_COMMENT, RECORD_VIEW, create_user, uploa
 from tests.support.faults import DurableRedis, PrivatePostgres
 from tests.support.graphql import GraphQLClient, WebSocketClient
 
+pytestmark = pytest.mark.slow
+
 VIEW_COUNT = "query($id: ID!) { media(id: $id) { viewCount } }"
 VIEW_COUNT_LIVE = "subscription($id: ID!) { viewCount(mediaId: $id) { viewCount } }"
 PAGE = """
