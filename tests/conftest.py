@@ -37,6 +37,7 @@ from mediagraph.settings import Settings
 from tests.support.clients import NpmFailed, cache_root, install, registry_reachable
 from tests.support.clock import FakeClock
 from tests.support.graphql import GraphQLClient
+from tests.support.postgres import PostgresMissing, PostgresServer
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.servers import LiveServers
 
@@ -68,6 +69,24 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         yield servers
     finally:
         servers.stop()
+
+
+@pytest.fixture(scope="session")
+def second_postgres() -> Iterator[PostgresServer]:
+    """A second PostgreSQL server (Debian's initdb, a free loopback port, trust), for the whole run.
+
+    Its `url` names the server's `postgres` database; stopped and removed at the end.
+    """
+    try:
+        server = PostgresServer().init().start()
+    except PostgresMissing as missing:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(missing))
+    try:
+        yield server
+    finally:
+        server.remove()
 
 
 def _test_database_urls(server_url: str) -> tuple[str, tuple[str, ...]]:

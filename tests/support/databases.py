@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.engine import make_url
 
-from mediagraph.db.endpoints import Endpoints
+from mediagraph.db.endpoints import Endpoints, async_url
 from mediagraph.db.provision import drop_database, provision
 from mediagraph.settings import Settings
 
@@ -37,4 +37,26 @@ def private_databases(settings: Settings, name: str) -> Iterator[dict[str, str]]
         }
     finally:
         for url in (main, shard):
+            asyncio.run(drop_database(url))
+
+
+@contextmanager
+def databases_on_two_servers(settings: Settings, second_server_url: str, name: str) -> Iterator[Endpoints]:
+    """A main database and physical shard 0 on the run's server, physical shard 1 on another server.
+
+    Provisioned from nothing as `mediagraph migrate` does it: each URL's database is created
+    on its own server, migrated, and the logical shards spread round robin over both.
+    """
+    suffix = f"{name}_{uuid.uuid4().hex[:6]}"
+    here = make_url(settings.database_url)
+    there = make_url(async_url(second_server_url))
+    main = here.set(database=f"{here.database}_{suffix}").render_as_string(hide_password=False)
+    first = here.set(database=f"{here.database}_{suffix}_shard_0").render_as_string(hide_password=False)
+    second = there.set(database=f"mgtest_{suffix}_shard_1").render_as_string(hide_password=False)
+    endpoints = Endpoints(main, (first, second), settings.redis_url)
+    asyncio.run(provision(endpoints, logical_shards=settings.logical_shards))
+    try:
+        yield endpoints
+    finally:
+        for url in (main, first, second):
             asyncio.run(drop_database(url))
