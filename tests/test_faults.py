@@ -20,7 +20,7 @@ from mediagraph.settings import Settings
 from tests.support.apps import private_prefix
 from tests.support.comments import raw_media_id
 from tests.support.factories import ADD_COMMENT, RECORD_VIEW, create_user, upload
-from tests.support.faults import DurableRedis, PrivatePostgres
+from tests.support.faults import DurableRedis
 from tests.support.graphql import GraphQLClient, WebSocketClient
 
 pytestmark = pytest.mark.slow
@@ -151,9 +151,7 @@ def durable_redis(tmp_path) -> Iterator[DurableRedis]:
         redis.kill()
 
 
-async def test_redis_killed_and_restarted_under_load_loses_no_acknowledged_view(
-    live_servers, settings, durable_redis
-):
+async def test_redis_killed_and_restarted_under_load_loses_no_acknowledged_view(live_servers, settings, durable_redis):
     base = live_servers.start(
         MEDIAGRAPH_REDIS_URL=durable_redis.url,
         MEDIAGRAPH_REDIS_PREFIX=private_prefix(settings, "faults"),
@@ -218,52 +216,29 @@ async def _push_reaching(subscriber: WebSocketClient, base: str, media_id: str, 
     raise AssertionError("no push reached the subscription after Redis came back")
 
 
-@pytest.fixture(scope="module")
-def private_postgres() -> Iterator[PrivatePostgres]:
-    postgres = PrivatePostgres()
-    postgres.init()
-    postgres.start()
-    try:
-        yield postgres
-    finally:
-        postgres.remove()
-
-
 @pytest.fixture
-async def databases(private_postgres, settings) -> AsyncIterator[dict[str, Endpoints]]:
-    """Two layouts provisioned from nothing: everything on the private PostgreSQL (`main`),
-    and the main database with shard 0 on the suite's server but shard 1 on the private one (`shard`)."""
+async def databases(second_postgres, settings) -> AsyncIterator[dict[str, Endpoints]]:
+    """Two layouts provisioned from nothing: everything on the second PostgreSQL server (`main`),
+    and the main database with shard 0 on the suite's server but shard 1 on the second one (`shard`)."""
     name = f"mgfault_{uuid.uuid4().hex[:8]}"
-    private = async_url(private_postgres.url).rsplit("/", 1)[0]
+    private = async_url(second_postgres.url).rsplit("/", 1)[0]
     suite = async_url(settings.database_url).rsplit("/", 1)[0]
     layouts = {
         "main": Endpoints(
             f"{private}/{name}_main", (f"{private}/{name}_s0", f"{private}/{name}_s1"), settings.redis_url
         ),
-        "shard": Endpoints(
-            f"{suite}/{name}_main", (f"{suite}/{name}_s0", f"{private}/{name}_s1b"), settings.redis_url
-        ),
+        "shard": Endpoints(f"{suite}/{name}_main", (f"{suite}/{name}_s0", f"{private}/{name}_s1b"), settings.redis_url),
     }
     for endpoints in layouts.values():
         await provision(endpoints, logical_shards=8)
     try:
         yield layouts
     finally:
-        if not _listening(private_postgres):
-            private_postgres.start()
+        if not second_postgres.listening():
+            second_postgres.start()
         for endpoints in layouts.values():
             for url in (endpoints.database_url, *endpoints.shard_urls):
                 await drop_database(url)
-
-
-def _listening(postgres: PrivatePostgres) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", postgres.port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _serve_on(live_servers, settings: Settings, endpoints: Endpoints, *args: str) -> str:
@@ -280,14 +255,14 @@ def _serve_on(live_servers, settings: Settings, endpoints: Endpoints, *args: str
 
 
 async def test_the_main_database_restarting_is_service_unavailable_then_recovers_without_a_restart(
-    live_servers, settings, private_postgres, databases
+    live_servers, settings, second_postgres, databases
 ):
     base = _serve_on(live_servers, settings, databases["main"])
     _, media_id = await _media(base)
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         gql = GraphQLClient(http)
         assert (await gql.ok(VIEW_COUNT, {"id": media_id}))["media"] == {"viewCount": 0}
-        private_postgres.stop("immediate")
+        second_postgres.stop("immediate")
         # Unreachable: a coded answer, not an internal error; reads and writes alike.
         for query, variables in [
             (VIEW_COUNT, {"id": media_id}),
@@ -296,7 +271,7 @@ async def test_the_main_database_restarting_is_service_unavailable_then_recovers
         ]:
             result = await gql(query, variables)
             assert {error["extensions"]["code"] for error in result["errors"]} == {"SERVICE_UNAVAILABLE"}, result
-        private_postgres.start()
+        second_postgres.start()
         # The same process answers again once PostgreSQL is back (pools reconnect on their own).
         deadline = time.monotonic() + 60
         while (await gql(VIEW_COUNT, {"id": media_id})).get("errors"):
@@ -308,7 +283,7 @@ async def test_the_main_database_restarting_is_service_unavailable_then_recovers
 
 
 async def test_one_comment_shard_down_fails_only_the_comment_fields_it_holds(
-    live_servers, settings, private_postgres, databases
+    live_servers, settings, second_postgres, databases
 ):
     layout = databases["shard"]
     base = _serve_on(live_servers, settings, layout)
@@ -329,11 +304,11 @@ async def test_one_comment_shard_down_fails_only_the_comment_fields_it_holds(
         finally:
             await connection.close()
         assert 0 < len(on_private) < len(media_ids), "the media should spread over both shards"
-        private_postgres.stop("immediate")
+        second_postgres.stop("immediate")
         try:
             result = await gql(PAGE, {"tags": [tag]})
         finally:
-            private_postgres.start()
+            second_postgres.start()
     nodes = [edge["node"] for edge in result["data"]["mediaList"]["edges"]]
     assert sorted(node["id"] for node in nodes) == sorted(media_ids)
     failed_paths = set()

@@ -1,15 +1,12 @@
-"""Servers a fault test may kill: a PostgreSQL cluster and a Redis of its own, on free loopback ports."""
+"""A Redis a fault test may kill, on a free loopback port (PostgreSQL: tests/support/postgres.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -77,47 +74,3 @@ class DurableRedis:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=10)
         self.process = None
-
-
-def _postgres_bin(name: str) -> str:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    if not found:
-        raise RuntimeError(f"PostgreSQL's {name} is not installed")
-    return found[-1]
-
-
-class PrivatePostgres:
-    """A PostgreSQL cluster of the test's own (initdb as the `postgres` user, trust on loopback)."""
-
-    def __init__(self) -> None:
-        # Not under pytest's temporary folders: those are private to root, and the server runs as postgres.
-        self.folder = Path(tempfile.mkdtemp(prefix="mediagraph-pg-"))
-        self.data = self.folder / "data"
-        self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _as_postgres(self, *command: str) -> None:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*prefix, *command], check=True, capture_output=True, timeout=120)
-
-    def init(self) -> None:
-        os.chmod(self.folder, 0o755)
-        if os.geteuid() == 0:
-            shutil.chown(self.folder, "postgres", "postgres")
-        self._as_postgres(_postgres_bin("initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-
-    def start(self) -> None:
-        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
-        self._as_postgres(
-            _postgres_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.folder / "log"), "-w", "start"
-        )
-        _wait_for_port(self.port, "postgres")
-
-    def stop(self, mode: str = "immediate") -> None:
-        """`immediate` is a crash (no shutdown checkpoint); `fast` a clean stop."""
-        self._as_postgres(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
-
-    def remove(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
-            self.stop("immediate")
-        shutil.rmtree(self.folder, ignore_errors=True)
