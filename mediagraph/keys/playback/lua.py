@@ -26,7 +26,9 @@ return {1, ARGV[3]}
 #       8 generation for counters created now, 9 session ttl, 10 churn limit, 11 churn window,
 #       then per entity: total token/ttl, minute token/ttl, hour token/ttl, day token/ttl,
 #       then 28 played at (ms), 29 the signed-in viewer's id or '', 30 the longest gap between
-#       heartbeats that counts as watched (ms).
+#       heartbeats that counts as watched (ms), 31-34 the live channels of stream and channel
+#       and their stats channels, or '' when the caller publishes (a cluster: those channels
+#       live in other slots).
 # The session record also holds its play: `st` (first played at), `lp` (last played at), `w`
 # (watched ms: gaps between heartbeats, each capped) and `vw` (viewer); a change names the
 # play (`p:<session>`) in the dirty set. Counters gain `w` (watched ms counted at each
@@ -129,6 +131,19 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[9])
 local flags = {}
 for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
+-- What the bus would publish (`resolvers/playback`), in the same round trip.
+if ARGV[31] ~= '' then
+  for i, live in ipairs({stream, channel}) do
+    if live[2] == 1 then
+      redis.call('PUBLISH', ARGV[30 + i],
+        '{"viewers":' .. string.format('%d', live[1]) .. ',"version":' .. string.format('%.0f', live[3]) .. '}')
+    end
+  end
+  if counts[1] or counts[2] or counts[3] or counts[4] then
+    redis.call('PUBLISH', ARGV[33], '{"counted":true}')
+    redis.call('PUBLISH', ARGV[34], '{"counted":true}')
+  end
+end
 return {'ok', flags[1], flags[2], flags[3], flags[4],
   stream[1], stream[2], stream[3], channel[1], channel[2], channel[3]}
 """

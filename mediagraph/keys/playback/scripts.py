@@ -25,7 +25,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.exceptions import NoScriptError
 
 from mediagraph.keys import KeySpace
 from mediagraph.keys.playback import (
@@ -37,17 +36,23 @@ from mediagraph.keys.playback import (
     counter_key,
     dirty_index_key,
     dirty_key,
+    live_channel,
     live_key,
     session_claim_key,
     session_key,
+    stats_channel,
 )
 from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, SWEEP
-from mediagraph.lua import Lua, queue_evalsha, run_pipeline
+from mediagraph.lua import Lua, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
 WATCH_GAP_CAP_MS = 10_000
 PLAY_TOKEN_PREFIX = "p:"
 SWEEP_SCRIPT = Lua(SWEEP)
+CLAIM_SCRIPT = Lua(CLAIM)
+HEARTBEAT_SCRIPT = Lua(HEARTBEAT)
+FORGET_COPIED_SCRIPT = Lua(FORGET_COPIED)
+FORGET_PLAYS_SCRIPT = Lua(FORGET_PLAYS)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class HeartbeatResult:
     counted: tuple[bool, bool, bool, bool]
     stream: LiveCount
     channel: LiveCount
+    # Whether the script published the live and stats notices itself (not on a cluster).
+    published: bool = False
 
 
 class SessionConflict(Exception):
@@ -116,13 +123,11 @@ RawPlay = tuple[bytes | None, bytes | None, bytes | None, bytes | None, bytes | 
 
 
 class PlaybackScripts:
+    """Cheap to make (the scripts' hashes are computed once, below), so made where needed."""
+
     def __init__(self, redis: Redis, keys: KeySpace) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim = redis.register_script(CLAIM)
-        self._heartbeat = redis.register_script(HEARTBEAT)
-        self._forget = redis.register_script(FORGET_COPIED)
-        self._forget_plays = redis.register_script(FORGET_PLAYS)
 
     async def claimed_channel(self, session_id: str, media_id: int, ttl_seconds: int) -> int | None:
         """The channel of the media a bound session plays (renewing the binding), or None
@@ -140,8 +145,8 @@ class PlaybackScripts:
         await self.redis.delete(session_claim_key(self.keys, session_id))
 
     async def _claim_script(self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str) -> int | None:
-        reply = await self._claim(
-            keys=[session_claim_key(self.keys, session_id)], args=[media_id, ttl_seconds, channel]
+        reply = await CLAIM_SCRIPT.run(
+            self.redis, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel]
         )
         if reply[0] == 0:
             raise SessionConflict()
@@ -155,7 +160,12 @@ class PlaybackScripts:
         session_ttl_seconds: int,
         churn_limit: int,
         churn_window_seconds: int = 60,
+        renew_claim: bool = False,
     ) -> HeartbeatResult:
+        """Count a heartbeat, and publish its live and stats notices in the same script (except on a
+        cluster: `HeartbeatResult.published`). `renew_claim`: the caller knows the session is bound
+        to this media (it saw it bound), so the claim is renewed in the same round trip instead of
+        before it; should the binding have changed meanwhile, SessionConflict is raised after all."""
         stream = beat.stream
         channel = Entity.of_channel(stream.channel)
         indexes = [bucket_index(beat.played_ms, g) for g in GRANULARITIES]
@@ -182,7 +192,16 @@ class PlaybackScripts:
             for counter in counters:
                 args += [counter.token, counter.retention_seconds]
         args += [beat.played_ms, "" if beat.viewer_id is None else beat.viewer_id, WATCH_GAP_CAP_MS]
-        reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms)
+        publish = not self.keys.sharded_pubsub
+        if publish:
+            args += [live_channel(self.keys, stream), live_channel(self.keys, channel)]
+            args += [stats_channel(self.keys, stream), stats_channel(self.keys, channel)]
+        else:
+            args += ["", "", "", ""]
+        claim = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
+        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms, claim)
+        if claimed is not None and claimed[0] == 0:
+            raise SessionConflict()
         status = reply[0].decode()
         if status == "conflict":
             raise SessionConflict()
@@ -193,24 +212,33 @@ class PlaybackScripts:
             counted=(flags[0], flags[1], flags[2], flags[3]),
             stream=LiveCount(int(reply[5]), bool(reply[6]), int(reply[7])),
             channel=LiveCount(int(reply[8]), bool(reply[9]), int(reply[10])),
+            published=publish,
         )
 
-    async def _heartbeat_and_index(self, keys: list[str], args: list[str | int], channel_id: int, now_ms: int) -> Any:
-        # EVALSHA straight away: a pipeline running a registered script would first ask
-        # Redis whether it knows the script, a round trip on every heartbeat.
-        for attempt in range(2):
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    queue_evalsha(pipe, self._heartbeat.sha, keys, args)
-                    # Outside the script (another slot): the roll-up's index of channels to visit.
-                    pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, nx=True)
-                    reply, _ = await pipe.execute()
-                    return reply
-            except NoScriptError:
-                if attempt:
-                    raise
-                await self.redis.script_load(HEARTBEAT)
-        raise AssertionError("unreachable")
+    async def _heartbeat_and_index(
+        self,
+        keys: list[str],
+        args: list[str | int],
+        channel_id: int,
+        now_ms: int,
+        claim: tuple[str, int, int, int] | None,
+    ) -> tuple[Any, Any]:
+        """(the claim's reply or None, the heartbeat's reply), in one round trip."""
+
+        def build(pipe: Pipeline) -> None:
+            if claim is not None:
+                session_id, media_id, ttl_seconds, channel = claim
+                CLAIM_SCRIPT.queue(pipe, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel])
+            HEARTBEAT_SCRIPT.queue(pipe, keys, args)
+            # Outside the script (another slot): the roll-up's index of channels to visit.
+            pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, nx=True)
+
+        # Run again whole if Redis lost the scripts: claiming and a heartbeat's counting are
+        # both idempotent, so a part that ran the first time changes nothing the second.
+        replies = await run_pipeline(self.redis, [CLAIM_SCRIPT, HEARTBEAT_SCRIPT], build)
+        if claim is not None:
+            return replies[0], replies[1]
+        return None, replies[0]
 
     async def sweep(self, entities: Sequence[Entity], *, now_ms: int, live_window_ms: int) -> list[LiveCount | None]:
         """Drop expired sessions from each entity's live set; the new count where it changed."""
@@ -238,7 +266,7 @@ class PlaybackScripts:
         args: list[bytes | str] = []
         for counter, raw in copied:
             args += [counter.token, *(field or b"" for field in raw)]
-        return int(await self._forget(keys=keys, args=args))
+        return int(await FORGET_COPIED_SCRIPT.run(self.redis, keys, args))
 
     async def read_plays(self, channel_id: int, session_ids: Sequence[str]) -> list[RawPlay]:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -255,7 +283,7 @@ class PlaybackScripts:
         args: list[bytes | str] = []
         for session, raw in copied:
             args += [PLAY_TOKEN_PREFIX + session, raw[2] or b"", raw[3] or b""]
-        return int(await self._forget_plays(keys=keys, args=args))
+        return int(await FORGET_PLAYS_SCRIPT.run(self.redis, keys, args))
 
 
 def value_of(counter: Counter, raw: RawCounter) -> CounterValue | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -86,10 +87,6 @@ class BucketFigures:
     unique_viewers: int
 
 
-def _scripts(services: Services) -> PlaybackScripts:
-    return PlaybackScripts(services.redis, services.keys)
-
-
 def _played_at(context: Context, now: datetime, at: datetime | None) -> datetime:
     """When the heartbeat counts: the player's `at`, which must be near the server clock."""
     if at is None:
@@ -126,22 +123,45 @@ async def report_playback(
         raise ServiceUnavailable("Playback reporting is unavailable right now; retry shortly.") from None
 
 
+# Sessions this process saw bound to their media, by (key prefix, session id): (media, channel).
+# A heartbeat of one of them needs no claim round trip of its own; the claim is renewed (and
+# checked) in the heartbeat's. Bounded; a session forgotten here only costs that round trip.
+BOUND_SESSIONS_MAX = 100_000
+_bound: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
+
+
+def _remember(prefix: str, session: str, binding: tuple[int, int]) -> None:
+    key = (prefix, session)
+    _bound[key] = binding
+    _bound.move_to_end(key)
+    if len(_bound) > BOUND_SESSIONS_MAX:
+        _bound.popitem(last=False)
+
+
 async def _count(
     context: Context, *, session_id: uuid.UUID, media_id: int, played_at: datetime, now: datetime
 ) -> PlaybackReport:
     services = context.services
     settings = context.settings
     session = str(session_id)
-    scripts = _scripts(services)
+    scripts = PlaybackScripts(services.redis, services.keys)
     session_ttl = settings.playback_session_idle_hours * 3600
+    prefix = services.keys.prefix
+    known = _bound.get((prefix, session))
+    renew_claim = known is not None and known[0] == media_id
+    claimed_now = False
     try:
-        # A session already playing this media skips the database; a new one needs the
-        # media to exist, and its uploader's id.
-        channel_id = await scripts.claimed_channel(session, media_id, session_ttl)
-        claimed_now = channel_id is None
-        if channel_id is None:
-            media = await require_media(context, media_id)
-            channel_id = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
+        if known is not None and renew_claim:
+            channel_id = known[1]
+        else:
+            # A session already playing this media skips the database; a new one needs the
+            # media to exist, and its uploader's id.
+            found = await scripts.claimed_channel(session, media_id, session_ttl)
+            claimed_now = found is None
+            if found is None:
+                media = await require_media(context, media_id)
+                found = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
+            channel_id = found
     except SessionConflict:
         raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     stream = Entity.stream(media_id, channel_id)
@@ -160,20 +180,24 @@ async def _count(
             live_window_ms=settings.playback_live_window_seconds * 1000,
             session_ttl_seconds=session_ttl,
             churn_limit=settings.playback_new_sessions_per_minute,
+            renew_claim=renew_claim,
         )
     except SessionConflict:
+        _bound.pop((prefix, session), None)
         raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     except SessionChurnLimited as limited:
         if claimed_now:
             # A refused session keeps nothing in Redis, so churn cannot fill it with claims.
             await scripts.release(session)
         raise RateLimited("Too many new playback sessions; try again later.", retry_after=limited.retry_after) from None
+    _remember(prefix, session, (media_id, channel_id))
     # A session counts in the stream's figures and its channel's together.
     counted = any(result.counted)
-    await asyncio.gather(
-        _publish(services, stream, result.stream, counted=counted),
-        _publish(services, Entity.of_channel(stream.channel), result.channel, counted=counted),
-    )
+    if not result.published:
+        await asyncio.gather(
+            _publish(services, stream, result.stream, counted=counted),
+            _publish(services, Entity.of_channel(stream.channel), result.channel, counted=counted),
+        )
     kinds = (CountedIn.TOTAL, CountedIn.MINUTE, CountedIn.HOUR, CountedIn.DAY)
     return PlaybackReport(
         session_id=session_id,
