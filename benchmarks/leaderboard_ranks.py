@@ -35,7 +35,7 @@ class RankFigures:
 
 
 async def load(redis: Redis, board: Board, size: int, *, seed: int) -> None:
-    """`size` members with random scores, in pipelined batches: partitions, the user hash, the ready marker."""
+    """`size` members with random scores, in pipelined batches: each partition's entries, users and ready marker."""
     rng = random.Random(seed)
     keys = board.keys
     with Progress(transient=True) as progress:
@@ -44,23 +44,26 @@ async def load(redis: Redis, board: Board, size: int, *, seed: int) -> None:
             queued = 0
             for start in range(0, size, LOAD_CHUNK):
                 by_partition: dict[int, dict[str, float]] = {}
-                users: dict[Any, Any] = {}
+                users: dict[int, dict[Any, Any]] = {}
                 for user_id in range(start + 1, min(start + LOAD_CHUNK, size) + 1):
                     score = float(rng.randrange(1_000_000))
-                    reached = f"{rng.getrandbits(62):016x}"
+                    member = f"{rng.getrandbits(62):016x}:{user_id}"
                     partition = board.partition(score)
-                    by_partition.setdefault(partition, {})[f"{reached}:{user_id}"] = board.stored(score)
-                    users[str(user_id)] = f"1:{partition}:{reached}"
+                    by_partition.setdefault(partition, {})[member] = board.stored(score)
+                    users.setdefault(partition, {})[str(user_id)] = f"1:{member}"
                 for partition, members in by_partition.items():
-                    pipe.zadd(keys.partitions[partition], members)
-                pipe.hset(keys.users, mapping=users)
+                    part = keys.parts[partition]
+                    pipe.zadd(part.entries, members)
+                    pipe.hset(part.users, mapping=users[partition])
+                    pipe.hincrby(part.users, "n", len(members))
                 queued += 1
                 if queued == CHUNKS_PER_ROUND_TRIP:
                     await pipe.execute()
                     queued = 0
                 progress.update(task, completed=min(start + LOAD_CHUNK, size))
             await pipe.execute()
-    await redis.set(keys.ready, "all")
+    for part in keys.parts:
+        await redis.set(part.ready, "all")
 
 
 async def measure(
@@ -103,7 +106,7 @@ async def measure(
         )
         graphql.append(time.perf_counter() - began)
         assert response.json()["data"]["leaderboard"]["entry"] is not None, response.text
-    await redis.unlink(board.keys.ready, board.keys.users, *board.keys.partitions)
+    await redis.unlink(*board.keys.script_keys)
     return RankFigures(
         members=size,
         partitions=len(board.keys.partitions),

@@ -91,7 +91,7 @@ async def test_ties_survive_a_rebuild(gql, services, service, players):
 async def test_all_time_keys_never_expire(gql, services, service, players):
     board = await scored_board(gql, service, players[:2])
     keys = keys_of(services, board, "all")
-    for key in (keys.users, keys.ready, *keys.partitions):
+    for key in keys.script_keys:
         assert await services.redis.pttl(key) == -1
 
 
@@ -107,7 +107,7 @@ async def test_a_daily_board_keeps_each_day_under_its_own_keys_until_it_is_histo
         seconds=settings.leaderboard_history_grace_seconds
     )
     expected_ms = (until_history - datetime.now(UTC)).total_seconds() * 1000
-    for key in (keys.users, keys.ready, *keys.partitions):
+    for key in keys.script_keys:
         ttl = await services.redis.pttl(key)
         assert expected_ms - HOUR_MS < ttl <= expected_ms + CLOCK_SLACK_MS, key
 
@@ -138,7 +138,7 @@ async def test_a_past_day_is_read_back_from_postgresql_and_cached_briefly(gql, s
         "userId": players[0]["id"],
         "user": {"username": players[0]["username"]},
     }
-    ttl = await services.redis.pttl(keys_of(services, board, day.isoformat()).users)
+    ttl = await services.redis.pttl(keys_of(services, board, day.isoformat()).parts[0].users)
     assert 0 < ttl <= settings.leaderboard_history_cache_seconds * 1000
 
 

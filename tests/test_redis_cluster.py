@@ -91,7 +91,7 @@ async def test_entity_channels_are_sharded_and_read_once_per_node(redis_cluster:
     bus = EventBus(redis_cluster.url, keys, cluster=True)
     await bus.connect()
     try:
-        channels = [view_count_channel(keys, media_id) for media_id in range(12)]
+        channels = [view_count_channel(keys, media_id, 16) for media_id in range(12)]
         channels.append(media_counts_channel(keys, 7))
         assert all(keys.is_sharded(channel) for channel in channels)
         assert not keys.is_sharded(media_uploaded_channel(keys))

@@ -28,17 +28,17 @@ from redis.asyncio.client import Pipeline
 from mediagraph.keys import KeySpace
 from mediagraph.lua import Lua, run_pipeline
 
-# ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (PUBSUB NUMSUB,
-# which a script may ask) means nobody to announce to: the view leaves the announcer's
+# ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (ARGV[5]: PUBSUB NUMSUB,
+# or SHARDNUMSUB on a cluster, where the channel shares the bucket's slot and node; a script may ask) means nobody to announce to: the view leaves the announcer's
 # claim free and costs this one round trip. A subscriber reads the count after
 # subscribing, so it still sees this view; the next view after it subscribed announces.
-# On a cluster the channel is sharded and lives in another slot than these keys, so
-# ARGV[4] is '' there and the announcer asks (`subscriptions/views.py`).
+# On a cluster the channel is sharded and shares the bucket's slot (so this node knows
+# its subscribers): ARGV[5] is SHARDNUMSUB there. ARGV[4] '' skips the check.
 COUNT_VIEW = """
 if not redis.call('SET', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 if redis.call('EXISTS', KEYS[3]) == 0 then
-  if ARGV[4] ~= '' and redis.call('PUBSUB', 'NUMSUB', ARGV[4])[2] == 0 then return 1 end
+  if ARGV[4] ~= '' and redis.call('PUBSUB', ARGV[5], ARGV[4])[2] == 0 then return 1 end
   redis.call('SET', KEYS[3], 1, 'PX', ARGV[3])
   return 2
 end
@@ -100,8 +100,9 @@ READ_UNFLUSHED_SCRIPT = Lua(READ_UNFLUSHED)
 READ_CHUNK = 1_000
 
 
-def view_count_channel(keys: KeySpace, media_id: int) -> str:
-    return keys.entity_channel("views", media_id)
+def view_count_channel(keys: KeySpace, media_id: int, buckets: int) -> str:
+    """The media's `viewCount` channel, in its view bucket's slot: COUNT_VIEW asks who listens."""
+    return keys.entity_channel("views", f"b{media_id % buckets}", media_id)
 
 
 class Counted(IntEnum):
@@ -158,8 +159,9 @@ class ViewBuffer:
         """One round trip: YES_AND_ANNOUNCE only when someone watches the count and nobody announces it."""
         bucket = self.bucket_of(media_id)
         keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
-        channel = "" if self.keys.sharded_pubsub else view_count_channel(self.keys, media_id)
-        args = [dedupe_seconds, media_id, push_hold_ms, channel]
+        channel = view_count_channel(self.keys, media_id, self.buckets)
+        numsub = "SHARDNUMSUB" if self.keys.is_sharded(channel) else "NUMSUB"
+        args = [dedupe_seconds, media_id, push_hold_ms, channel, numsub]
         return Counted(await COUNT_VIEW_SCRIPT.run(self.redis, keys, args))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:

@@ -48,7 +48,7 @@ async def count_notices(services: Services, media_ids: list[int]) -> AsyncGenera
     """
     watched: dict[str, int] = {}
     for media_id in media_ids:
-        watched[view_count_channel(services.keys, media_id)] = media_id
+        watched[view_count_channel(services.keys, media_id, services.settings.view_buckets)] = media_id
         watched[media_counts_channel(services.keys, media_id)] = media_id
     notices = services.bus.notices(
         list(watched),

@@ -9,6 +9,7 @@ from typing import Any
 
 from mediagraph.dataloaders.views import live_view_totals, view_buffer
 from mediagraph.keys.views import view_count_channel
+from mediagraph.pubsub.subscribers import subscriber_counts
 from mediagraph.services import Services
 
 log = logging.getLogger(__name__)
@@ -27,13 +28,14 @@ def push_hold_ms(services: Services) -> int:
 
 async def announce(services: Services, media_ids: list[int]) -> None:
     """Publish the live count of those `media_ids` that someone, on any process, is subscribed to."""
-    channels = {media_id: view_count_channel(services.keys, media_id) for media_id in media_ids}
+    buckets = services.settings.view_buckets
+    channels = {media_id: view_count_channel(services.keys, media_id, buckets) for media_id in media_ids}
     watched: list[int] = []
     ids = list(channels)
     for start in range(0, len(ids), NUMSUB_CHUNK):
         chunk = ids[start : start + NUMSUB_CHUNK]
-        counts = await services.redis.pubsub_numsub(*(channels[media_id] for media_id in chunk))
-        watched += [media_id for media_id, (_, subscribers) in zip(chunk, counts, strict=True) if subscribers]
+        counts = await subscriber_counts(services.redis, services.keys, [channels[media_id] for media_id in chunk])
+        watched += [media_id for media_id, subscribers in zip(chunk, counts, strict=True) if subscribers]
     if not watched:
         return
     totals = await live_view_totals(services, watched)
@@ -71,7 +73,7 @@ def in_background(coroutine: Coroutine[Any, Any, None]) -> None:
 
 async def view_count_updates(services: Services, media_id: int) -> AsyncIterator[int]:
     """The current live count, then each new one: coalesced to the newest, one per push interval."""
-    channel = view_count_channel(services.keys, media_id)
+    channel = view_count_channel(services.keys, media_id, services.settings.view_buckets)
     interval = services.settings.view_push_interval_seconds
     async with services.bus.subscribe(channel, keep=1, min_interval=interval) as events:
         # Subscribed before reading, so a change between the read and the first event is not lost.

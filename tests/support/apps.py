@@ -23,6 +23,9 @@ def private_prefix(settings: Settings, name: str) -> str:
 
 @asynccontextmanager
 async def app_with(settings: Settings, **overrides: Any) -> AsyncIterator[tuple[Services, GraphQLClient]]:
+    if overrides.get("redis_url", settings.redis_url) != settings.redis_url:
+        # A test's private Redis is a single server, even in a run on the cluster.
+        overrides.setdefault("redis_cluster", False)
     application = create_app(settings.model_copy(update=overrides))
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application, client=("203.0.113.9", 40000))

@@ -59,6 +59,9 @@ class LiveServers:
                 "MEDIAGRAPH_NODE_ID": str(100 + len(self.processes)),
             }
         )
+        if overrides.get("MEDIAGRAPH_REDIS_URL", self.settings.redis_url) != self.settings.redis_url:
+            # A test's private Redis is a single server, even in a run on the cluster.
+            env["MEDIAGRAPH_REDIS_CLUSTER"] = "false"
         env.update(overrides)
         return env
 

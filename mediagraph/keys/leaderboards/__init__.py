@@ -1,18 +1,25 @@
-"""Redis layout of a leaderboard period: one hash tag per (board, period), so a script may touch all of it.
+"""Redis layout of a leaderboard period: each partition in a slot of its own, so a board spreads over nodes.
 
-- `…:p<i>`   sorted set of partition i, partitions in rank order (p0 holds the best scores).
-             Members are `<reached snowflake, 16 hex digits>:<user id>` and scores are stored
-             so that ascending order is rank order (negated on descending boards): equal
-             scores then rank by the member, i.e. whoever reached the score first.
-- `…:users`  hash user id -> `<record version>:<partition>:<reached hex>`: finds a user's
-             member in O(1) and refuses records older than the one applied.
-- `…:ready`  present once the period was loaded from PostgreSQL; without it (or when the
-             hash and partitions disagree in size) readers rebuild the period first.
-- `…:rebuild` the lock that lets one reader rebuild while the others wait.
+Partitions are in rank order (p0 holds the best scores). Partition i of (board, period)
+carries the hash tag `{lb:<board>:<period>:p<i>}`, and all of its keys share that slot:
 
-The partitions share the slot on purpose: a user moving between them is one atomic
-script, so they never appear twice or vanish. They bound the size of each sorted set,
-not the memory of one Redis node.
+- `…:entries` sorted set. Members are `<reached snowflake, 16 hex digits>:<user id>`, scores
+              stored so that ascending order is rank order (negated on descending boards):
+              equal scores then rank by the member, i.e. whoever reached the score first.
+- `…:users`   hash user id -> `<record version>:<member>` while the user is in this partition,
+              or `<record version>:` once a newer record put them elsewhere; field `n` counts
+              the members. It refuses records older than the one seen, so writers, repairs
+              and a rebuild may reach a partition in any order and still converge.
+- `…:ready`   present once the period was loaded from PostgreSQL.
+
+A record goes to every partition in one pipeline: its own partition adds it, the others
+forget the user (keeping the version). A partition is loaded when it has its ready marker
+and `n` equals its size; otherwise readers rebuild the period first. The rebuild lock is
+the period's own key, `{lb:<board>:<period>}:rebuild`.
+
+Ranks are the sizes of the better partitions plus the rank inside one. Every partition
+is exact by itself; while a user moves between two partitions (two nodes), a read landing
+between the two writes may count them in both or neither, for that instant.
 """
 
 from __future__ import annotations
@@ -23,32 +30,48 @@ from mediagraph.keys import KeySpace
 
 
 @dataclass(frozen=True)
-class BoardKeys:
+class PartitionKeys:
     ready: str
     users: str
-    rebuild_lock: str
-    partitions: tuple[str, ...]
+    entries: str
 
     @property
     def script_keys(self) -> list[str]:
-        """The KEYS every board script takes, in this order."""
-        return [self.ready, self.users, *self.partitions]
+        """The KEYS every partition script takes, in this order."""
+        return [self.ready, self.users, self.entries]
+
+
+@dataclass(frozen=True)
+class BoardKeys:
+    rebuild_lock: str
+    parts: tuple[PartitionKeys, ...]
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """Each partition's sorted set, in rank order."""
+        return tuple(part.entries for part in self.parts)
+
+    @property
+    def script_keys(self) -> list[str]:
+        """Every key holding the period's data (not its lock)."""
+        return [key for part in self.parts for key in part.script_keys]
 
 
 def board_keys(keys: KeySpace, *, board_id: int, period: str, partitions: int) -> BoardKeys:
-    tag = f"{{lb:{board_id}:{period}}}"
-    return BoardKeys(
-        ready=keys.key("lb", tag, "ready"),
-        users=keys.key("lb", tag, "users"),
-        rebuild_lock=keys.key("lb", tag, "rebuild"),
-        partitions=tuple(keys.key("lb", tag, f"p{index}") for index in range(partitions)),
-    )
+    board = f"lb:{board_id}:{period}"
+    parts = []
+    for index in range(partitions):
+        tag = f"{{{board}:p{index}}}"
+        parts.append(
+            PartitionKeys(
+                ready=keys.key("lb", tag, "ready"),
+                users=keys.key("lb", tag, "users"),
+                entries=keys.key("lb", tag, "entries"),
+            )
+        )
+    return BoardKeys(rebuild_lock=keys.key("lb", f"{{{board}}}", "rebuild"), parts=tuple(parts))
 
 
 def board_changed_channel(keys: KeySpace, board_id: int) -> str:
-    """Published by every accepted score; each process's ticker for the board listens.
-
-    A process-wide channel on purpose: the apply script publishes it, and a script may
-    only SPUBLISH to a channel of its own keys' slot (boards are few; each gets a ticker).
-    """
-    return keys.channel("leaderboard", board_id)
+    """Published by every accepted score; each process's ticker for the board listens."""
+    return keys.entity_channel("leaderboard", board_id)

@@ -24,7 +24,16 @@ from sqlmodel import col
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.feeds import FeedEventKind, FeedOutbox, recent_posts
-from mediagraph.keys.feeds import Entry, FeedCache, author_feed, fanout_stream, newsfeed, newsfeed_channel
+from mediagraph.keys.feeds import (
+    ADD_SCRIPT,
+    Entry,
+    FeedCache,
+    author_feed,
+    fanout_stream,
+    newsfeed,
+    newsfeed_channel,
+)
+from mediagraph.lua import reload_if_lost
 from mediagraph.pubsub.bus import wire_payload
 from mediagraph.services import Services
 
@@ -130,16 +139,22 @@ async def _apply_post(services: Services, event: FeedOutbox, *, created: bool) -
     entry = Entry(event.subject_id, event.user_id)
     message = FanoutMessage(FanoutKind.POST if created else FanoutKind.DELETE, event.subject_id, event.user_id)
     key = author_feed(services.keys, event.user_id)
+    cache = FeedCache(services.redis)
+    renew_ms = settings.author_feed_ttl_seconds * 1000
     async with services.redis.pipeline(transaction=False) as pipe:
         if created:
-            renew_ms = settings.author_feed_ttl_seconds * 1000
-            await FeedCache(services.redis).queue_add(
-                pipe, key, [entry], maxlen=settings.author_feed_size, renew_ms=renew_ms
-            )
+            await cache.queue_add(pipe, key, [entry], maxlen=settings.author_feed_size, renew_ms=renew_ms)
         else:
             pipe.zrem(key, entry.member)
         pipe.xadd(fanout_stream(services.keys), message.fields(), maxlen=STREAM_MAX_LENGTH, approximate=True)  # type: ignore[arg-type]
-        await pipe.execute()
+        results = await pipe.execute(raise_on_error=False)
+    if await reload_if_lost(services.redis, [ADD_SCRIPT], results):
+        # Redis had lost the script (a restart): the add alone again, not the fan-out message.
+        await cache.add(key, [entry], maxlen=settings.author_feed_size, renew_ms=renew_ms)
+        results = results[1:]
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
 
 
 async def merge_followee(services: Services, sessions: Sessions, *, follower_id: int, followee_id: int) -> int:

@@ -23,8 +23,6 @@ from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import Leaderboard
 from mediagraph.db.users import User
 from mediagraph.keys.leaderboards import board_changed_channel
-from mediagraph.keys.leaderboards.lua import entries_script, range_script
-from mediagraph.lua import run_pipeline
 from mediagraph.resolvers.leaderboards import store
 from mediagraph.resolvers.leaderboards.periods import current_window
 from mediagraph.resolvers.leaderboards.store import Board, RankedEntry
@@ -32,8 +30,6 @@ from mediagraph.services import Services
 
 log = logging.getLogger(__name__)
 
-# Users whose ranks one script call reads; a tick pipelines as many calls as it needs.
-ENTRIES_PER_CALL = 500
 # Users shown in pushes are re-read this often, so renamed accounts show their new nickname.
 USER_CACHE_SECONDS = 60.0
 
@@ -162,21 +158,10 @@ class BoardTicker:
     async def _read(
         self, board: Board, first: int, user_ids: Sequence[int]
     ) -> tuple[list[RankedEntry], dict[int, RankedEntry | None]]:
-        keys = board.keys.script_keys
-        chunks = [user_ids[n : n + ENTRIES_PER_CALL] for n in range(0, len(user_ids), ENTRIES_PER_CALL)]
-
-        def build(pipe: Any) -> None:
-            range_script.queue(pipe, keys, [0, first, "", 0, "0"])
-            for chunk in chunks:
-                entries_script.queue(pipe, keys, list(chunk))
-
-        replies = await run_pipeline(self.services.redis, [range_script, entries_script], build)
-        top = store.slice_of(board, replies[0]).entries
-        ranks: dict[int, RankedEntry | None] = {}
-        for chunk, reply in zip(chunks, replies[1:], strict=True):
-            _, found = store.entries_of(board, reply)
-            ranks.update(zip(chunk, found, strict=True))
-        return top, ranks
+        redis = self.services.redis
+        top = (await store.read_range(redis, board, start=0, count=first)).entries
+        _, found = await store.read_entries(redis, board, user_ids)
+        return top, dict(zip(user_ids, found, strict=True))
 
     async def _load_users(self, user_ids: list[int]) -> None:
         """Users shown in pushes, read once per tick for newcomers only: never per subscriber."""

@@ -31,7 +31,7 @@ class Repairs:
 
     def add(self, services: Services, board: Board, records: Sequence[ScoreRecord]) -> None:
         for record in records:
-            key = (board.keys.users, record.user_id)
+            key = (board.keys.rebuild_lock, record.user_id)
             held = self.pending.get(key)
             if held is None or held[1].version < record.version:
                 self.pending[key] = (board, record)

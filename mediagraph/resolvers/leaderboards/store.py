@@ -17,14 +17,8 @@ from redis.exceptions import RedisError
 from mediagraph.db.leaderboards import Leaderboard, ScoreRecord, SortOrder, score_records
 from mediagraph.errors import ServiceUnavailable
 from mediagraph.keys.leaderboards import BoardKeys, board_changed_channel, board_keys
-from mediagraph.keys.leaderboards.lua import (
-    apply_script,
-    around_script,
-    entries_script,
-    extend_lock_script,
-    range_script,
-    release_lock_script,
-)
+from mediagraph.keys.leaderboards.lua import apply_script, extend_lock_script, release_lock_script, state_script
+from mediagraph.lua import run_pipeline
 from mediagraph.resolvers.leaderboards.periods import PeriodWindow
 from mediagraph.services import Services
 
@@ -111,37 +105,104 @@ def _entry(board: Board, position: int, member: bytes | str, stored: bytes | str
     )
 
 
-def slice_of(board: Board, reply: list[Any]) -> Slice:
-    if reply[0] == 0:
+@dataclass(frozen=True)
+class Held:
+    """What one partition holds of one user."""
+
+    version: int
+    rank: int  # inside the partition; -1 when the user is not in it
+    stored: str
+    member: str
+
+
+@dataclass(frozen=True)
+class PartState:
+    size: int
+    anchor_rank: int
+    users: list[Held]
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """Every partition's size (and what it holds of some users), read in one pipelined round trip."""
+
+    parts: list[PartState]
+
+    @property
+    def total(self) -> int:
+        return sum(part.size for part in self.parts)
+
+    def offset(self, partition: int) -> int:
+        """Entries in the better partitions: the position of the partition's first entry."""
+        return sum(part.size for part in self.parts[:partition])
+
+    def locate(self, user_index: int) -> tuple[int, Held] | None:
+        """The user's partition and entry: where the newest record seen put them."""
+        # The record's own partition and the ones it left share its version: the member wins.
+        newest = max(
+            range(len(self.parts)),
+            key=lambda at: (self.parts[at].users[user_index].version, self.parts[at].users[user_index].rank >= 0),
+        )
+        held = self.parts[newest].users[user_index]
+        return (newest, held) if held.rank >= 0 else None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _part_state(reply: list[Any]) -> PartState:
+    if int(reply[0]) == 0:
         raise NotLoaded
-    total, start = int(reply[1]), int(reply[2])
-    items = reply[3:]
-    entries = [_entry(board, start + n, items[2 * n], items[2 * n + 1]) for n in range(len(items) // 2)]
-    return Slice(total=total, start=start, entries=entries)
+    values = reply[3:]
+    users = [
+        Held(int(_text(values[n])), int(values[n + 1]), _text(values[n + 2]), _text(values[n + 3]))
+        for n in range(0, len(values), 4)
+    ]
+    return PartState(size=int(reply[1]), anchor_rank=int(reply[2]), users=users)
 
 
-def entries_of(board: Board, reply: list[Any]) -> tuple[int, list[RankedEntry | None]]:
-    if reply[0] == 0:
-        raise NotLoaded
-    values = reply[2:]
-    found: list[RankedEntry | None] = []
-    for n in range(0, len(values), 3):
-        position, stored, member = values[n : n + 3]
-        found.append(None if int(position) < 0 else _entry(board, int(position), member, stored))
-    return int(reply[1]), found
+async def read_state(
+    redis: Redis, board: Board, *, user_ids: Sequence[int] = (), anchor: tuple[str, int, float] | None = None
+) -> BoardState:
+    def build(pipe: Any) -> None:
+        for index, part in enumerate(board.keys.parts):
+            member, stored = ("", 0.0) if anchor is None or anchor[1] != index else (anchor[0], anchor[2])
+            state_script.queue(pipe, part.script_keys, [member, repr(stored), *user_ids])
+
+    return BoardState([_part_state(reply) for reply in await run_pipeline(redis, [state_script], build)])
 
 
-def record_args(board: Board, records: Sequence[ScoreRecord]) -> list[Any]:
-    args: list[Any] = []
-    for record in records:
-        args += [
-            record.user_id,
-            record.version,
-            board.partition(record.score),
-            f"{record.reached_id:016x}",
-            repr(board.stored(record.score)),
-        ]
-    return args
+async def read_slice(redis: Redis, board: Board, state: BoardState, *, start: int, count: int) -> Slice:
+    """`count` entries from position `start` on, read from the partitions that hold them."""
+    wanted: list[tuple[int, int, int]] = []  # partition, first rank inside it, how many
+    skip, left = start, count
+    for index, part in enumerate(state.parts):
+        if left <= 0:
+            break
+        if skip >= part.size:
+            skip -= part.size
+            continue
+        take = min(left, part.size - skip)
+        wanted.append((index, skip, take))
+        left -= take
+        skip = 0
+    entries: list[RankedEntry] = []
+    if wanted:
+        async with redis.pipeline(transaction=False) as pipe:
+            for index, first, take in wanted:
+                pipe.zrange(board.keys.parts[index].entries, first, first + take - 1, withscores=True)
+            replies = await pipe.execute()
+        for reply in replies:
+            for member, stored in reply:
+                entries.append(_entry(board, start + len(entries), member, repr(stored)))
+    return Slice(total=state.total, start=start, entries=entries)
+
+
+def record_args(board: Board, record: ScoreRecord, partition: int) -> list[Any]:
+    if board.partition(record.score) != partition:
+        return [record.user_id, record.version, 0, "", ""]
+    return [record.user_id, record.version, 1, f"{record.reached_id:016x}", repr(board.stored(record.score))]
 
 
 def _expire_ms(board: Board) -> int:
@@ -149,11 +210,20 @@ def _expire_ms(board: Board) -> int:
 
 
 async def apply(services: Services, board: Board, records: Sequence[ScoreRecord], *, announce: bool) -> int:
-    channel = board_changed_channel(services.keys, board.definition.id) if announce else ""
+    """Apply records to every partition (one pipelined round trip); how many were newer than what Redis held."""
+    expire_ms = _expire_ms(board)
     # The event bus decodes every message as JSON.
     message = orjson.dumps({"period": board.window.key})
-    args = [_expire_ms(board), channel, message, *record_args(board, records)]
-    return int(await apply_script.run(services.redis, board.keys.script_keys, args))
+
+    def build(pipe: Any) -> None:
+        for index, part in enumerate(board.keys.parts):
+            args = [arg for record in records for arg in record_args(board, record, index)]
+            apply_script.queue(pipe, part.script_keys, [expire_ms, *args])
+        if announce:
+            services.keys.publish(pipe, board_changed_channel(services.keys, board.definition.id), message)
+
+    replies = await run_pipeline(services.redis, [apply_script], build)
+    return sum(int(reply) for reply in replies[: len(board.keys.parts)])
 
 
 async def read_range(
@@ -167,20 +237,43 @@ async def read_range(
 ) -> Slice:
     """`count` entries from position `start` on (or right after the `after` anchor while it keeps its
     score); `backward`, the `count` entries just above that position or anchor (`start` -1: the end)."""
-    member, partition, stored = after if after is not None else ("", 0, 0.0)
-    args = [start, count, member, partition, repr(stored), "before" if backward else "after"]
-    return slice_of(board, await range_script.run(redis, board.keys.script_keys, args))
+    state = await read_state(redis, board, anchor=after)
+    total = state.total
+    if start < 0:
+        start = total
+    if after is not None and after[1] < len(state.parts):
+        rank = state.parts[after[1]].anchor_rank
+        if rank >= 0:
+            start = state.offset(after[1]) + rank + (0 if backward else 1)
+    if backward:
+        stop = min(start, total)
+        start = max(0, stop - count)
+        count = stop - start
+    return await read_slice(redis, board, state, start=start, count=count)
 
 
 async def read_entries(redis: Redis, board: Board, user_ids: Sequence[int]) -> tuple[int, list[RankedEntry | None]]:
-    return entries_of(board, await entries_script.run(redis, board.keys.script_keys, list(user_ids)))
+    state = await read_state(redis, board, user_ids=user_ids)
+    found: list[RankedEntry | None] = []
+    for at in range(len(user_ids)):
+        located = state.locate(at)
+        if located is None:
+            found.append(None)
+        else:
+            partition, held = located
+            found.append(_entry(board, state.offset(partition) + held.rank, held.member, held.stored))
+    return state.total, found
 
 
 async def read_around(redis: Redis, board: Board, *, user_id: int, radius: int) -> Slice:
-    reply = await around_script.run(redis, board.keys.script_keys, [user_id, radius])
-    if reply[0] != 0 and int(reply[2]) < 0:
-        return Slice(total=int(reply[1]), start=-1, entries=[])
-    return slice_of(board, reply)
+    state = await read_state(redis, board, user_ids=[user_id])
+    located = state.locate(0)
+    if located is None:
+        return Slice(total=state.total, start=-1, entries=[])
+    partition, held = located
+    at = state.offset(partition) + held.rank
+    start = max(0, at - radius)
+    return await read_slice(redis, board, state, start=start, count=at - start + 1 + radius)
 
 
 def member_of(entry: RankedEntry) -> str:
@@ -223,14 +316,17 @@ async def rebuild(services: Services, board: Board) -> None:
         # Another caller may have finished a rebuild between our read and taking the lock.
         if await is_loaded(redis, board):
             return
-        await redis.unlink(keys.ready, keys.users, *keys.partitions)
+        await redis.unlink(*keys.script_keys)
         async with services.databases.main_session() as session:
             chunks = score_records(session, board_id=board.definition.id, period=board.window.key, chunk=REBUILD_CHUNK)
             async for chunk in chunks:
                 await apply(services, board, chunk, announce=False)
                 await extend_lock_script.run(redis, [keys.rebuild_lock], [token, REBUILD_LOCK_MS])
         expire_ms = _expire_ms(board)
-        await redis.set(keys.ready, board.window.key, pxat=expire_ms or None)
+        async with redis.pipeline(transaction=False) as pipe:
+            for part in keys.parts:
+                pipe.set(part.ready, board.window.key, pxat=expire_ms or None)
+            await pipe.execute()
     finally:
         await release_lock_script.run(redis, [keys.rebuild_lock], [token])
 
