@@ -28,8 +28,8 @@ from redis.asyncio.client import Pipeline
 from mediagraph.keys import KeySpace
 from mediagraph.lua import Lua, run_pipeline
 
-# ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (ARGV[5]: PUBSUB NUMSUB,
-# or SHARDNUMSUB on a cluster, where the channel shares the bucket's slot and node; a script may ask) means nobody to announce to: the view leaves the announcer's
+# ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (PUBSUB NUMSUB,
+# which a script may ask) means nobody to announce to: the view leaves the announcer's
 # claim free and costs this one round trip. A subscriber reads the count after
 # subscribing, so it still sees this view; the next view after it subscribed announces.
 # On a cluster the channel is sharded and shares the bucket's slot (so this node knows
