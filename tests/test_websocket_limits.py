@@ -136,3 +136,15 @@ async def test_a_refused_token_carries_its_code_in_extensions_too(url):
         assert message["payload"]["extensions"] == {"code": "UNAUTHENTICATED"}
     finally:
         await client.close()
+
+
+async def test_a_legacy_connection_init_with_a_malformed_payload_gets_a_coded_error(url):
+    connection = await websockets.connect(url, subprotocols=["graphql-ws"])  # type: ignore[list-item]
+    client = LegacyWebSocketClient(connection)
+    try:
+        await client.send({"type": "connection_init", "payload": "not an object"})
+        message = await client.receive()
+        assert message["type"] == "connection_error"
+        assert message["payload"]["extensions"] == {"code": "BAD_USER_INPUT"}
+    finally:
+        await client.close()

@@ -18,7 +18,13 @@ from graphql import GraphQLError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import CompleteMessage, ErrorMessage, StartMessage
+from strawberry.subscriptions.protocols.graphql_ws.types import (
+    CompleteMessage,
+    ConnectionErrorMessage,
+    ConnectionInitMessage,
+    ErrorMessage,
+    StartMessage,
+)
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.utils.aio import aclosing
 
@@ -53,6 +59,19 @@ class LegacyWSHandler(BaseGraphQLWSHandler[Context, None]):
         if not self.connection_acknowledged:
             with contextlib.suppress(*GONE):
                 await self.websocket.close(code=INIT_TIMEOUT_CLOSE, reason="Connection initialisation timeout")
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        # Strawberry refuses a payload that is not an object with a bare connection_error: ours says why, coded.
+        payload = message.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            error: Any = {
+                "message": "connection_init's payload must be an object.",
+                "extensions": {"code": "BAD_USER_INPUT"},
+            }
+            await self.send_message(ConnectionErrorMessage(type="connection_error", payload=error))
+            await self.websocket.close(code=1000, reason="")
+            return
+        await super().handle_connection_init(message)
 
     async def handle_start(self, message: StartMessage) -> None:
         # Strawberry's own limit answers with an uncoded error: ours is checked first. A `start`
