@@ -6,7 +6,8 @@ Every key a script touches is passed in KEYS, and one script's keys share a hash
 
 # KEYS: 1 the session's claim. ARGV: 1 media id, 2 ttl, 3 the media's channel, or '' when
 # the caller has not looked it up. Returns {0} when the session belongs to another media,
-# {1, channel} when it is (now) this media's, {2} when unclaimed and no channel was given.
+# {1, channel} when it already was this media's, {3, channel} when this call bound it,
+# {2} when unclaimed and no channel was given.
 CLAIM = """
 local claimed = redis.call('GET', KEYS[1])
 if claimed then
@@ -17,7 +18,7 @@ if claimed then
 end
 if ARGV[3] == '' then return {2} end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[3], 'EX', ARGV[2])
-return {1, ARGV[3]}
+return {3, ARGV[3]}
 """
 
 # KEYS: 1 session record, 2 churn counter, 3 dirty set, then per entity (stream, channel):

@@ -132,25 +132,29 @@ class PlaybackScripts:
     async def claimed_channel(self, session_id: str, media_id: int, ttl_seconds: int) -> int | None:
         """The channel of the media a bound session plays (renewing the binding), or None
         when the session is new: only a session's first heartbeat needs the media looked up."""
-        return await self._claim_script(session_id, media_id, ttl_seconds, "")
+        reply = await self._claim_script(session_id, media_id, ttl_seconds, "")
+        return None if reply is None else reply[0]
 
-    async def claim(self, session_id: str, media_id: int, ttl_seconds: int, *, channel_id: int) -> int:
-        """Bind a session id to its media across all channels; the channel it is bound with."""
-        channel = await self._claim_script(session_id, media_id, ttl_seconds, channel_id)
-        if channel is None:
+    async def claim(self, session_id: str, media_id: int, ttl_seconds: int, *, channel_id: int) -> tuple[int, bool]:
+        """Bind a session id to its media across all channels (or renew its binding): the channel
+        it is bound with, and whether this call bound it."""
+        reply = await self._claim_script(session_id, media_id, ttl_seconds, channel_id)
+        if reply is None:
             raise AssertionError("a claim with a channel always binds or conflicts")
-        return channel
+        return reply
 
     async def release(self, session_id: str) -> None:
         await self.redis.delete(session_claim_key(self.keys, session_id))
 
-    async def _claim_script(self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str) -> int | None:
+    async def _claim_script(
+        self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str
+    ) -> tuple[int, bool] | None:
         reply = await CLAIM_SCRIPT.run(
             self.redis, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel]
         )
         if reply[0] == 0:
             raise SessionConflict()
-        return int(reply[1]) if reply[0] == 1 else None
+        return (int(reply[1]), reply[0] == 3) if reply[0] in (1, 3) else None
 
     async def heartbeat(
         self,

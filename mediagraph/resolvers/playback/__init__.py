@@ -154,14 +154,10 @@ async def _count(
         if known is not None and renew_claim:
             channel_id = known[1]
         else:
-            # A session already playing this media skips the database; a new one needs the
-            # media to exist, and its uploader's id.
-            found = await scripts.claimed_channel(session, media_id, session_ttl)
-            claimed_now = found is None
-            if found is None:
-                media = await require_media(context, media_id)
-                found = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
-            channel_id = found
+            # A session new to this process: its media must exist, and its uploader is the
+            # channel; the claim binds the session (or finds it bound) with that channel.
+            media = await require_media(context, media_id)
+            channel_id, claimed_now = await scripts.claim(session, media_id, session_ttl, channel_id=media.owner_id)
     except SessionConflict:
         raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     stream = Entity.stream(media_id, channel_id)
