@@ -283,6 +283,11 @@ async def test_the_second_server_down_fails_only_its_comments_and_the_app_recove
         scattered = await gql(USER_COMMENTS, {"u": username})
         assert [error["extensions"]["code"] for error in scattered["errors"]] == ["SERVICE_UNAVAILABLE"]
         assert scattered["data"] == {"user": {"username": username, "comments": None}}
+        # The process stays ready (every process shares the server) and says which shard fails.
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["checks"]["shards"][SECOND_SERVER]["ok"] is False
+        assert any(warning.startswith("shard 1: ") for warning in ready.json()["warnings"])
     finally:
         second_postgres.start()
 

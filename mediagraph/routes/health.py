@@ -1,11 +1,13 @@
 """Liveness and readiness: /healthz says the process runs, /readyz what each dependency says and why.
 
 /readyz asks the main PostgreSQL, every shard and Redis at once (each within
-`CHECK_TIMEOUT_SECONDS`) and answers 503 naming every one that failed, with the error.
-It also reports which background workers some process runs (their heartbeats in
-Redis); those are warnings, not unreadiness: an API process serves requests without
-workers, and taking every process out of a load balancer because a worker stopped
-would turn a growing lag into an outage. Alert on worker lag instead (README "Operating").
+`CHECK_TIMEOUT_SECONDS`) and answers 503 naming the main PostgreSQL or Redis when they
+fail, with the error. A comment shard that fails is a warning, not unreadiness: every
+process shares the same shard servers, so taking them all out of a load balancer would
+turn comments missing on some media into an outage of everything; the API answers those
+comments with SERVICE_UNAVAILABLE meanwhile. The same goes for background workers (their
+heartbeats in Redis): an API process serves requests without them. Alert on both
+instead (README "Operating").
 """
 
 from __future__ import annotations
@@ -85,8 +87,8 @@ async def readyz(request: Request) -> JSONResponse:
     workers = await _workers(services, redis)
     reasons = [f"postgres: {main.reason}"] if not main.ok else []
     reasons += [f"redis: {redis.reason}"] if not redis.ok else []
-    reasons += [f"shard {number}: {shard.reason}" for number, shard in enumerate(shards) if not shard.ok]
-    warnings = [f"workers: {workers['reason']}"] if "reason" in workers else []
+    warnings = [f"shard {number}: {shard.reason}" for number, shard in enumerate(shards) if not shard.ok]
+    warnings += [f"workers: {workers['reason']}"] if "reason" in workers else []
     warnings += [
         f"worker {name}: {state['reason']}"
         for name, state in workers.items()
