@@ -94,6 +94,46 @@ ON CONFLICT (started_at, id) DO UPDATE SET
 WHERE plays.last_heartbeat_at < EXCLUDED.last_heartbeat_at OR plays.watch_ms < EXCLUDED.watch_ms
 """
 
+# One batch of counter values each (arrays, pairwise), for the roll-up: absolute values under
+# GREATEST, so a replay changes nothing. Ordered by primary key, so concurrent roll-ups
+# wait on each other's rows instead of deadlocking.
+UPSERT_TOTALS = """
+INSERT INTO playback_totals AS t (entity_kind, entity_id, generation, plays, watch_ms, updated_at)
+SELECT * FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[])
+ORDER BY 1, 2, 3
+ON CONFLICT (entity_kind, entity_id, generation) DO UPDATE SET
+  plays = GREATEST(t.plays, EXCLUDED.plays),
+  watch_ms = GREATEST(t.watch_ms, EXCLUDED.watch_ms),
+  updated_at = EXCLUDED.updated_at
+"""
+
+UPSERT_BUCKETS = """
+INSERT INTO playback_buckets AS b
+  (entity_kind, entity_id, granularity, bucket_start, generation, plays, peak, watch_ms, unique_viewers, updated_at)
+SELECT * FROM unnest($1::varchar[], $2::bigint[], $3::varchar[], $4::timestamptz[], $5::bigint[], $6::bigint[],
+                     $7::integer[], $8::bigint[], $9::bigint[], $10::timestamptz[])
+ORDER BY 1, 2, 3, 4, 5
+ON CONFLICT (entity_kind, entity_id, granularity, bucket_start, generation) DO UPDATE SET
+  plays = GREATEST(b.plays, EXCLUDED.plays),
+  peak = GREATEST(b.peak, EXCLUDED.peak),
+  watch_ms = GREATEST(b.watch_ms, EXCLUDED.watch_ms),
+  unique_viewers = GREATEST(b.unique_viewers, EXCLUDED.unique_viewers),
+  updated_at = EXCLUDED.updated_at
+"""
+
+TotalRow = tuple[str, int, int, int, int, datetime]
+BucketRow = tuple[str, int, str, datetime, int, int, int, int, int, datetime]
+
+
+async def upsert_counters(reads: ReadPool, totals: Sequence[TotalRow], buckets: Sequence[BucketRow]) -> None:
+    """Write a roll-up's counter values, one statement per kind (idempotent, so safe to repeat):
+    totals as (kind, id, generation, plays, watch_ms, updated_at), buckets as (kind, id,
+    granularity, start, generation, plays, peak, watch_ms, unique_viewers, updated_at)."""
+    for statement, rows in ((UPSERT_TOTALS, totals), (UPSERT_BUCKETS, buckets)):
+        if rows:
+            await reads.fetch(statement, *(list(column) for column in zip(*rows, strict=True)))
+
+
 PLAY_PARTITIONS = (
     "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
     "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'plays'"

@@ -23,20 +23,16 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime, timedelta
-from typing import Any, cast
-
-from sqlalchemy import Table, func
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlmodel import SQLModel
+from typing import cast
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.playback import (
-    PlaybackBucket,
-    PlaybackTotal,
+    BucketRow,
+    TotalRow,
     create_partition,
     drop_partition,
     partition_days,
+    upsert_counters,
     upsert_plays,
 )
 from mediagraph.keys.playback import (
@@ -209,56 +205,42 @@ async def _leave_index(services: Services, channel_id: int) -> None:
 
 
 async def store(values: Sequence[CounterValue], services: Services) -> None:
-    """Write counter values into PostgreSQL; never lowers what is there."""
+    """Write counter values into PostgreSQL; never lowers what is there. One prepared
+    statement per kind of counter, its rows as arrays: a heartbeat dirties eight counters,
+    so a busy roll-up carries thousands, which ORM statement building would spend its time on."""
     now = utcnow()
-    totals: list[dict[str, Any]] = []
-    buckets: list[dict[str, Any]] = []
+    totals: list[TotalRow] = []
+    buckets: list[BucketRow] = []
     for value in values:
         entity = value.counter.entity
-        row: dict[str, Any] = {
-            "entity_kind": entity.kind.value,
-            "entity_id": entity.id,
-            "generation": value.generation,
-            "plays": value.plays,
-            "watch_ms": value.watch_ms,
-            "updated_at": now,
-        }
         granularity = value.counter.granularity
         if granularity is None:
-            totals.append(row)
+            totals.append((entity.kind.value, entity.id, value.generation, value.plays, value.watch_ms, now))
         else:
-            row |= {
-                "granularity": granularity.value,
-                "bucket_start": bucket_start(value.counter.index, granularity),
-                "peak": value.peak,
-                "unique_viewers": value.unique_viewers,
-            }
-            buckets.append(row)
+            start = bucket_start(value.counter.index, granularity)
+            buckets.append(
+                (
+                    entity.kind.value,
+                    entity.id,
+                    granularity.value,
+                    start,
+                    value.generation,
+                    value.plays,
+                    value.peak,
+                    value.watch_ms,
+                    value.unique_viewers,
+                    now,
+                )
+            )
     if not totals and not buckets:
         return
-    async with services.databases.main_session() as session:
-        await _upsert(session, _table(PlaybackTotal), totals, grows=("plays", "watch_ms"))
-        await _upsert(session, _table(PlaybackBucket), buckets, grows=("plays", "peak", "watch_ms", "unique_viewers"))
-        await session.commit()
-
-
-def _table(model: type[SQLModel]) -> Table:
-    return cast(Table, model.__table__)  # type: ignore[attr-defined]
-
-
-async def _upsert(session: AsyncSession, table: Table, rows: list[dict[str, Any]], *, grows: tuple[str, ...]) -> None:
-    primary_key = [column.name for column in table.primary_key.columns]
-    # One order for every writer, so concurrent roll-ups wait on each other's rows
-    # instead of deadlocking.
-    rows.sort(key=lambda row: tuple(row[name] for name in primary_key))
-    for start in range(0, len(rows), ROWS_PER_STATEMENT):
-        statement = insert(table).values(rows[start : start + ROWS_PER_STATEMENT])
-        update = {name: func.greatest(table.c[name], statement.excluded[name]) for name in grows}
-        await session.execute(
-            statement.on_conflict_do_update(
-                index_elements=primary_key, set_={**update, "updated_at": statement.excluded.updated_at}
-            )
-        )
+    # Keys in one order for every writer, so concurrent roll-ups wait instead of deadlocking.
+    totals.sort(key=lambda row: row[:3])
+    buckets.sort(key=lambda row: row[:5])
+    reads = services.databases.main_reads
+    for first in range(0, max(len(totals), len(buckets)), ROWS_PER_STATEMENT):
+        end = first + ROWS_PER_STATEMENT
+        await upsert_counters(reads, totals[first:end], buckets[first:end])
 
 
 async def sweep_once(services: Services) -> int:
