@@ -187,6 +187,53 @@ async def test_a_move_between_servers_under_writes_and_reads_loses_and_duplicate
     assert (await gql.ok(READ, {"id": media["id"]}))["media"]["commentCount"] == len(ids)
 
 
+async def test_the_command_moves_a_shard_to_the_second_server_while_another_process_writes_and_reads(
+    services, live_servers
+):
+    base = live_servers.start("--no-workers")
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        remote = GraphQLClient(client)
+        token, user = await create_user(remote, nickname="Remote")
+        media = await media_on(client, services, token, 0)
+        media_id = raw_media_id(media["id"])
+        logical = services.databases.router.logical_shard(media_id)
+        await seed_root_comments(
+            services, media_id=media_id, writer_id=decode_id(user["id"], "User"), nickname="Remote", count=300
+        )
+        seeded = {node["id"] for node in await whole_thread(remote, media["id"])}
+        traffic = Traffic(remote, token, media["id"])
+        tasks = [asyncio.create_task(traffic.writer(f"w{n}")) for n in range(2)]
+        tasks.append(asyncio.create_task(traffic.reader()))
+        await traffic.until(3)
+        writes_before = traffic.writes
+        moved = await asyncio.to_thread(
+            live_servers.run,
+            "shards",
+            "move",
+            str(logical),
+            "--to",
+            str(SECOND_SERVER),
+            "--grace",
+            "2",
+            "--batch",
+            "50",
+        )
+        writes_during = traffic.writes - writes_before
+        # The serving process learns of the move from the command's notice, or from its fence.
+        await traffic.until(traffic.writes + 6)
+        traffic.stop.set()
+        await asyncio.gather(*tasks)
+        ids = [node["id"] for node in await whole_thread(remote, media["id"])]
+    assert moved.returncode == 0, moved.stderr
+    assert f"from physical shard 0 to {SECOND_SERVER}" in moved.stderr
+    assert writes_during > 0  # the move really ran under writes
+    assert traffic.errors == []
+    assert len(ids) == len(set(ids))
+    assert set(ids) == seeded | traffic.live
+    assert await hosts(services, SECOND_SERVER, logical)
+    assert await rows_of_logical(services, 0, logical) == 0
+
+
 async def wait_for(check, what: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not await check():
