@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 from starlette.applications import Starlette
 
 from mediagraph.app import create_app
+from mediagraph.db.endpoints import async_url
+from mediagraph.db.provision import drop_database
 from mediagraph.db.shards.moves import move_logical_shard
 from mediagraph.ids import decode_id
 from mediagraph.services import Services
 from mediagraph.settings import Settings
+from mediagraph.workers.nicknames import maintain, replay_all
 from mediagraph.workers.nicknames.replay import queue_heads, shard_offsets
 from tests import test_comments as threads
 from tests import test_comments_moves as moves
@@ -110,6 +116,38 @@ def test_the_layout_really_spans_two_servers(two_servers, second_postgres):
     assert first != second
     assert second == f"127.0.0.1:{second_postgres.port}"
     assert two_servers.database_url.split("@", 1)[1].split("/", 1)[0] == first
+
+
+async def test_migrate_creates_each_shard_database_on_its_own_server(settings, second_postgres, live_servers):
+    name = f"mgmigrate_{uuid.uuid4().hex[:6]}"
+    here = make_url(settings.database_url)
+    there = make_url(async_url(second_postgres.url))
+    urls = [
+        here.set(database=f"{name}_main").render_as_string(hide_password=False),
+        here.set(database=f"{name}_shard_0").render_as_string(hide_password=False),
+        there.set(database=f"{name}_shard_1").render_as_string(hide_password=False),
+    ]
+    try:
+        migrated = await asyncio.to_thread(
+            live_servers.run,
+            "migrate",
+            MEDIAGRAPH_DATABASE_URL=urls[0],
+            MEDIAGRAPH_SHARD_URLS=",".join(urls[1:]),
+            MEDIAGRAPH_LOGICAL_SHARDS="8",
+        )
+        assert migrated.returncode == 0, migrated.stderr
+        hosted = []
+        for url in urls[1:]:
+            connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+            try:
+                rows = await connection.fetch("SELECT logical_shard FROM hosted_logical_shards ORDER BY 1")
+            finally:
+                await connection.close()
+            hosted.append([row[0] for row in rows])
+        assert hosted == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    finally:
+        for url in urls:
+            await drop_database(url)
 
 
 # The one-server scenarios, collected again here on two servers, in an order where none
@@ -304,6 +342,9 @@ async def test_the_second_server_down_fails_only_its_comments_and_the_app_recove
     first_home = next(item["id"] for item in spread_media["media"] if item["id"] not in on_second)
     second_home = next(iter(on_second))
     username = spread_media["user"]["username"]
+    renamed_token, _ = await create_user(gql, nickname="Before outage")
+    for home in (first_home, second_home):
+        await add_comment(gql, token=renamed_token, media_id=home, content="renamed later")
 
     second_postgres.stop("immediate")
     try:
@@ -335,6 +376,11 @@ async def test_the_second_server_down_fails_only_its_comments_and_the_app_recove
         assert ready.status_code == 200
         assert ready.json()["checks"]["shards"][SECOND_SERVER]["ok"] is False
         assert any(warning.startswith("shard 1: ") for warning in ready.json()["warnings"])
+        # A nickname change replays onto the shard that answers; the other's logs are kept.
+        await gql.ok(CHANGE_NICKNAME, {"n": "During outage"}, token=renamed_token)
+        await replay_all(services)
+        await maintain(services)
+        assert "During outage" in await nicknames_on(gql, [{"id": first_home}])
     finally:
         second_postgres.start()
 
@@ -344,4 +390,8 @@ async def test_the_second_server_down_fails_only_its_comments_and_the_app_recove
 
     await wait_for(recovered, "the app never recovered after the second server came back")
     await add_comment(gql, token=token, media_id=second_home, content="after")
+    assert "Before outage" in await nicknames_on(gql, [{"id": second_home}])
+    await replay_all(services)
+    assert "Before outage" not in await nicknames_on(gql, [{"id": first_home}, {"id": second_home}])
+    assert "During outage" in await nicknames_on(gql, [{"id": second_home}])
     assert (await gql.ok(USER_COMMENTS, {"u": username}))["user"]["comments"]["edges"]
