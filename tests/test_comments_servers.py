@@ -27,6 +27,7 @@ from mediagraph.app import create_app
 from mediagraph.db.endpoints import async_url
 from mediagraph.db.provision import drop_database
 from mediagraph.db.shards.moves import move_logical_shard
+from mediagraph.db.shards.router import ShardRouter
 from mediagraph.ids import decode_id
 from mediagraph.services import Services
 from mediagraph.settings import Settings
@@ -148,6 +149,15 @@ async def test_migrate_creates_each_shard_database_on_its_own_server(settings, s
     finally:
         for url in urls:
             await drop_database(url)
+
+
+async def test_a_process_missing_a_shard_url_says_so_when_the_map_names_that_shard(services, caplog):
+    shorter = ShardRouter(services.settings.logical_shards, physical_shards=1)
+    async with services.databases.main_session() as session:
+        await shorter.reload(session)
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert any("beyond the 1 in this process's MEDIAGRAPH_SHARD_URLS" in message for message in errors), errors
+    assert {shorter.physical_of_logical(n) for n in range(services.settings.logical_shards)} == {0}
 
 
 # The one-server scenarios, collected again here on two servers, in an order where none

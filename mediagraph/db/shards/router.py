@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -9,6 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mediagraph.db.shards import ShardMapping
+
+log = logging.getLogger(__name__)
 
 
 class ShardRouter:
@@ -38,6 +41,20 @@ class ShardRouter:
 
     async def reload(self, session: AsyncSession) -> None:
         rows = (await session.execute(select(ShardMapping))).scalars().all()
+        beyond = []
         for row in rows:
-            if row.logical_shard < self.logical_shards and row.physical_shard < self.physical_shards:
+            if row.logical_shard >= self.logical_shards:
+                continue
+            if row.physical_shard < self.physical_shards:
                 self._physical[row.logical_shard] = row.physical_shard
+            else:
+                beyond.append(row.logical_shard)
+        if beyond:
+            # A shard added to MEDIAGRAPH_SHARD_URLS elsewhere and moved onto: this process
+            # would read those comments from their old home, empty once the move is done.
+            log.error(
+                "logical shards %s live on physical shards beyond the %d in this process's "
+                "MEDIAGRAPH_SHARD_URLS; restart it with the full list",
+                beyond,
+                self.physical_shards,
+            )
