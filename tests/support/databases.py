@@ -3,6 +3,7 @@
 Today's hot media rank every media created today, so on the run's shared databases
 they depend on what other tests did. A module that must see exactly its own media
 provisions a main database and one shard of its own and points its servers there.
+A module that runs comments on two PostgreSQL servers provisions a layout spanning them.
 """
 
 from __future__ import annotations
