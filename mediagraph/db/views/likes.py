@@ -14,7 +14,14 @@ from datetime import datetime
 
 import asyncpg
 
+from mediagraph.db.media import Media
+from mediagraph.db.rows import RowBuilder
 from mediagraph.db.writes import WritePool
+
+# The media's row comes back with the answer (its columns first, as `RowBuilder` reads
+# them), so the mutation's `Media` needs no read of its own.
+_MEDIA_COLUMNS = ", ".join(f'm."{column.name}"' for column in Media.__table__.columns)  # type: ignore[attr-defined]
+_media_rows = RowBuilder(Media)
 
 # $1 media, $2 user, $3 the token's version; a like's $4 is when it was made.
 _VIEWER = "viewer AS (SELECT id FROM users WHERE id = $2 AND token_version = $3)"
@@ -27,7 +34,8 @@ counted AS (
 ), queued AS (
     INSERT INTO media_count_changes (media_id) SELECT media_id FROM counted RETURNING media_id
 )
-SELECT EXISTS (SELECT FROM viewer) AS signed_in, EXISTS (SELECT FROM queued) AS changed
+SELECT {media_columns}, EXISTS (SELECT FROM viewer) AS signed_in, EXISTS (SELECT FROM queued) AS changed
+FROM (SELECT) AS one LEFT JOIN media m ON m.id = $1
 """
 
 LIKE = f"""
@@ -36,14 +44,14 @@ WITH {_VIEWER}, changed AS (
     SELECT $1, id, $4 FROM viewer
     ON CONFLICT DO NOTHING
     RETURNING media_id
-), {_COUNT.format(delta=1).strip()}
+), {_COUNT.format(delta=1, media_columns=_MEDIA_COLUMNS).strip()}
 """
 
 UNLIKE = f"""
 WITH {_VIEWER}, changed AS (
     DELETE FROM media_likes WHERE media_id = $1 AND user_id IN (SELECT id FROM viewer)
     RETURNING media_id
-), {_COUNT.format(delta=-1).strip()}
+), {_COUNT.format(delta=-1, media_columns=_MEDIA_COLUMNS).strip()}
 """
 
 
@@ -58,6 +66,7 @@ class MissingMedia(Exception):
 @dataclass(frozen=True)
 class LikeChange:
     changed: bool  # a like row appeared (or disappeared): the count moved by one
+    media: Media
 
 
 async def change_like(
@@ -74,4 +83,6 @@ async def change_like(
         raise MissingMedia from None
     if row is None or not row["signed_in"]:
         raise StaleToken
-    return LikeChange(changed=bool(row["changed"]))
+    if row["id"] is None:
+        raise MissingMedia
+    return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))

@@ -107,7 +107,7 @@ async def _change_like(context: Context, media_id: int, *, like: bool) -> Media:
         raise NotFound("No such media.") from None
     delta = (1 if like else -1) if change.changed else 0
     await _after_like_change(context, media_id, delta)
-    return await require_media(context, media_id)
+    return change.media
 
 
 async def _after_like_change(context: Context, media_id: int, delta: int) -> None:
