@@ -10,6 +10,7 @@ import base64
 import binascii
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -21,6 +22,9 @@ SEQUENCE_BITS = 12
 MAX_SEQUENCE = (1 << SEQUENCE_BITS) - 1
 MAX_ID = (1 << 63) - 1
 MAX_ID_PARTS = 3
+# A global id's raw parts: snowflakes and other positive integers, or a uuid (a play's session).
+IdPart = int | uuid.UUID
+UUID_TEXT_LENGTH = 36  # 8-4-4-4-12 hex digits and dashes
 
 
 class SnowflakeGenerator:
@@ -65,31 +69,51 @@ def snowflake_floor(moment: datetime) -> int:
     return max(ms, 0) << (NODE_BITS + SEQUENCE_BITS)
 
 
-def to_global_id(type_name: str, raw_id: int, *more_ids: int) -> str:
-    """`more_ids` for objects addressed by several ids (a comment: its media id and its own)."""
+def to_global_id(type_name: str, raw_id: IdPart, *more_ids: IdPart) -> str:
+    """`more_ids` for objects addressed by several ids (a comment: its media id and its own; a play: its
+    channel, its start in ms and its session uuid)."""
     text = ":".join((type_name, *(str(part) for part in (raw_id, *more_ids))))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def parse_global_id(global_id: str) -> tuple[str, tuple[int, ...]]:
+def parse_global_id(global_id: str) -> tuple[str, tuple[IdPart, ...]]:
     malformed = BadUserInput(f"Malformed id {global_id[:40]!r}.")
     if len(global_id) > 200:
         raise malformed
     try:
         padded = global_id + "=" * (-len(global_id) % 4)
         type_name, *raw = base64.urlsafe_b64decode(padded.encode()).decode().split(":")
-        raw_ids = tuple(int(part) for part in raw)
+        raw_ids = tuple(_part(part) for part in raw)
     except (ValueError, binascii.Error, UnicodeError):
         raise malformed from None
     if not type_name or not raw_ids or len(raw_ids) > MAX_ID_PARTS:
         raise malformed
-    if not all(0 < raw_id <= MAX_ID for raw_id in raw_ids):
+    if not all(isinstance(raw_id, uuid.UUID) or 0 < raw_id <= MAX_ID for raw_id in raw_ids):
         raise malformed
     return type_name, raw_ids
 
 
+def _part(text: str) -> IdPart:
+    if len(text) == UUID_TEXT_LENGTH:
+        # Only the form `to_global_id` writes, so one object never has two ids.
+        session = uuid.UUID(text)
+        if str(session) != text:
+            raise ValueError(text)
+        return session
+    return int(text)
+
+
+def _integer_parts(global_id: str, raw_ids: tuple[IdPart, ...]) -> tuple[int, ...]:
+    """The parts of an id whose every part is an integer; BAD_USER_INPUT otherwise."""
+    integers = tuple(raw_id for raw_id in raw_ids if isinstance(raw_id, int))
+    if len(integers) != len(raw_ids):
+        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    return integers
+
+
 def from_global_id(global_id: str) -> tuple[str, int]:
-    type_name, raw_ids = parse_global_id(global_id)
+    type_name, parts = parse_global_id(global_id)
+    raw_ids = _integer_parts(global_id, parts)
     if len(raw_ids) != 1:
         raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
     return type_name, raw_ids[0]
@@ -103,7 +127,8 @@ def decode_id(global_id: str, expected_type: str) -> int:
 
 
 def decode_ids(global_id: str, expected_type: str, count: int) -> tuple[int, ...]:
-    type_name, raw_ids = parse_global_id(global_id)
+    type_name, parts = parse_global_id(global_id)
+    raw_ids = _integer_parts(global_id, parts)
     if type_name != expected_type:
         raise BadUserInput(f"Expected a {expected_type} id, got a {type_name} id.")
     if len(raw_ids) != count:

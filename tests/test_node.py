@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import uuid
+
 from mediagraph.ids import decode_id, parse_global_id, to_global_id
 from tests.support.factories import (
     add_comment,
@@ -63,6 +66,26 @@ async def test_nodes_refuses_more_ids_than_a_page_with_a_code(gql, settings):
 async def test_a_malformed_id_is_bad_input_not_an_internal_error(gql):
     assert await gql.error_code(NODES, {"ids": ["not an id!"]}) == "BAD_USER_INPUT"
     assert await gql.error_code(NODE, {"id": "not an id!"}) == "BAD_USER_INPUT"
+
+
+async def test_ids_with_parts_of_the_wrong_kind_are_bad_input(gql):
+    session = uuid.uuid4()
+    upper_case = base64.urlsafe_b64encode(f"Play:1:2:{str(session).upper()}".encode()).decode().rstrip("=")
+    for wrong in (
+        to_global_id("Play", 1, 2, 3),  # an integer where a play's session uuid goes
+        to_global_id("Play", 1, session),  # a part missing
+        to_global_id("Media", session),  # a uuid where a snowflake goes
+        upper_case,  # not the one form ids are written in
+    ):
+        assert await gql.error_code(NODE, {"id": wrong}) == "BAD_USER_INPUT", wrong
+
+
+async def test_one_bad_id_in_nodes_nulls_its_own_place_only(gql):
+    _, user = await create_user(gql)
+    result = await gql(NODES, {"ids": [user["id"], "not an id!"]})
+    assert result["data"]["nodes"] == [{"__typename": "User", "id": user["id"], "username": user["username"]}, None]
+    [error] = result["errors"]
+    assert (error["extensions"]["code"], error["path"]) == ("BAD_USER_INPUT", ["nodes", 1])
 
 
 async def test_node_answers_null_for_an_id_that_names_nothing(gql):

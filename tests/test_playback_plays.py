@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import text
 
 from mediagraph.db.playback import partition_days
-from mediagraph.ids import decode_id
-from mediagraph.keys.playback import domain_pattern
+from mediagraph.ids import decode_id, parse_global_id, to_global_id
+from mediagraph.keys.playback import domain_pattern, to_ms
 from mediagraph.keys.playback.scripts import PlayValue
 from mediagraph.workers import playback as worker
 from tests.support.factories import create_user
@@ -261,7 +261,7 @@ query($media: ID!, $first: Int, $after: String, $last: Int, $before: String, $si
   playbackStats(mediaId: $media) {
     total
     plays(first: $first, after: $after, last: $last, before: $before, since: $since, until: $until) {
-      edges { cursor node { id startedAt lastHeartbeatAt watchSeconds ended media { id } } }
+      edges { cursor node { id sessionId startedAt lastHeartbeatAt watchSeconds ended media { id } } }
       pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
     }
   }
@@ -270,7 +270,10 @@ query($media: ID!, $first: Int, $after: String, $last: Int, $before: String, $si
 CHANNEL_PLAYS = """
 query($user: ID!, $first: Int, $after: String) {
   channelStats(userId: $user) {
-    plays(first: $first, after: $after) { edges { node { id startedAt media { id } } } pageInfo { hasNextPage } }
+    plays(first: $first, after: $after) {
+      edges { node { id sessionId startedAt media { id } } }
+      pageInfo { hasNextPage }
+    }
   }
 }
 """
@@ -282,19 +285,19 @@ async def plays_of(gql, token, media_id, **arguments):
 
 
 async def all_pages(gql, token, media_id, size, *, backward=False, **bounds) -> list[str]:
-    """Every play's id, paging `size` at a time forward (or backward from the end)."""
+    """Every play's session id, paging `size` at a time forward (or backward from the end)."""
     seen: list[str] = []
     cursor = None
     while True:
         if backward:
             page = await plays_of(gql, token, media_id, last=size, before=cursor, **bounds)
-            seen[:0] = [edge["node"]["id"] for edge in page["edges"]]
+            seen[:0] = [edge["node"]["sessionId"] for edge in page["edges"]]
             if not page["pageInfo"]["hasPreviousPage"]:
                 return seen
             cursor = page["pageInfo"]["startCursor"]
         else:
             page = await plays_of(gql, token, media_id, first=size, after=cursor, **bounds)
-            seen += [edge["node"]["id"] for edge in page["edges"]]
+            seen += [edge["node"]["sessionId"] for edge in page["edges"]]
             if not page["pageInfo"]["hasNextPage"]:
                 return seen
             cursor = page["pageInfo"]["endCursor"]
@@ -319,7 +322,7 @@ async def test_plays_page_newest_first_both_ways_within_since_and_until(gql, htt
     assert first_page["pageInfo"]["hasNextPage"] is True
     assert first_page["pageInfo"]["hasPreviousPage"] is False
     [newest, _] = [edge["node"] for edge in first_page["edges"]]
-    assert newest["id"] == newest_first[0]
+    assert newest["sessionId"] == newest_first[0]
     assert newest["startedAt"] == iso(start + timedelta(minutes=3))
     assert newest["lastHeartbeatAt"] == iso(start + timedelta(minutes=3, seconds=9))
     assert newest["watchSeconds"] == 9.0
@@ -340,7 +343,17 @@ async def test_plays_page_newest_first_both_ways_within_since_and_until(gql, htt
     channel_plays = (await gql.ok(CHANNEL_PLAYS, {"user": channel.user["id"], "first": 10}, token=channel.token))[
         "channelStats"
     ]["plays"]
-    assert [edge["node"]["id"] for edge in channel_plays["edges"]] == [*newest_first[:4], elsewhere, newest_first[4]]
+    assert [edge["node"]["sessionId"] for edge in channel_plays["edges"]] == [
+        *newest_first[:4],
+        elsewhere,
+        newest_first[4],
+    ]
+    # One play, one id, whichever list it arrives through.
+    stream_plays = await plays_of(gql, channel.token, media_id, first=10)
+    stream_ids = {edge["node"]["sessionId"]: edge["node"]["id"] for edge in stream_plays["edges"]}
+    assert {edge["node"]["sessionId"]: edge["node"]["id"] for edge in channel_plays["edges"][:4]} == {
+        session: stream_ids[session] for session in newest_first[:4]
+    }
     assert channel_plays["edges"][4]["node"]["media"] == {"id": other_media}
 
 
@@ -421,7 +434,10 @@ async def test_a_play_ends_when_its_heartbeats_stop_and_a_later_one_reopens_it(g
     # The same session plays again 10 minutes later: the same play goes on, seen before the roll-up copies it.
     await heartbeats(gql, clock, session, media_id, start, [600])
     reopened = await the_play()
-    assert reopened["id"] == ended["id"] == session
+    assert reopened["id"] == ended["id"]
+    assert reopened["sessionId"] == session
+    # Refetched by id, it is as fresh as in the list.
+    assert await refetch(gql, channel.token, reopened["id"]) == reopened
     assert reopened["ended"] is False
     assert reopened["startedAt"] == iso(start)
     assert reopened["lastHeartbeatAt"] == iso(start + timedelta(seconds=600))
@@ -434,3 +450,90 @@ async def test_a_play_ends_when_its_heartbeats_stop_and_a_later_one_reopens_it(g
     assert await the_play() == reopened
     clock.set(start + timedelta(seconds=600 + window + 1))
     assert (await the_play())["ended"] is True
+
+
+PLAY_NODE = """
+query($id: ID!) {
+  node(id: $id) { __typename id ... on Play { sessionId startedAt lastHeartbeatAt watchSeconds ended media { id } } }
+}
+"""
+PLAY_NODES = "query($ids: [ID!]!) { nodes(ids: $ids) { __typename id ... on Play { sessionId } } }"
+
+
+async def refetch(gql, token, play_id: str) -> dict | None:
+    """`node(id:)` of a play, in the shape `plays` lists it."""
+    node = (await gql.ok(PLAY_NODE, {"id": play_id}, token=token))["node"]
+    if node is None:
+        return None
+    assert node.pop("__typename") == "Play"
+    return node
+
+
+async def test_a_plays_id_is_a_global_id_that_node_refetches_for_the_owner_alone(gql, http, clock, services):
+    channel = await make_channel(gql, http)
+    other_channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    viewer_token, _ = await create_user(gql)
+    session = new_session()
+    start = datetime(2031, 7, 6, 10, 0, tzinfo=UTC)
+    await heartbeats(gql, clock, session, media_id, start, [0, 5], token=viewer_token)
+    await roll_up_everything(services)
+    [edge] = (await plays_of(gql, channel.token, media_id))["edges"]
+    play = edge["node"]
+
+    channel_id = decode_id(channel.user["id"], "User")
+    assert parse_global_id(play["id"]) == ("Play", (channel_id, to_ms(start), uuid.UUID(session)))
+    assert play["sessionId"] == session
+    assert await refetch(gql, channel.token, play["id"]) == play
+    both = await gql.ok(PLAY_NODES, {"ids": [play["id"], media_id]}, token=channel.token)
+    assert both["nodes"] == [
+        {"__typename": "Play", "id": play["id"], "sessionId": session},
+        {"__typename": "Media", "id": media_id},
+    ]
+
+    # Anyone else, the viewer who played it included, gets null with FORBIDDEN, as from `plays`.
+    for token in (viewer_token, other_channel.token, None):
+        result = await gql(PLAY_NODE, {"id": play["id"]}, token=token)
+        assert result["data"] == {"node": None}
+        [error] = result["errors"]
+        assert (error["extensions"]["code"], error["path"]) == ("FORBIDDEN", ["node"])
+        # In `nodes(ids:)` only its own place is null; the other ids still answer.
+        result = await gql(PLAY_NODES, {"ids": [media_id, play["id"]]}, token=token)
+        assert result["data"] == {"nodes": [{"__typename": "Media", "id": media_id}, None]}
+        [error] = result["errors"]
+        assert (error["extensions"]["code"], error["path"]) == ("FORBIDDEN", ["nodes", 1])
+
+    # Ids naming no play of the asker's channel are null: another session, or this play under another channel.
+    other_id = decode_id(other_channel.user["id"], "User")
+    assert await refetch(gql, channel.token, to_global_id("Play", channel_id, to_ms(start), uuid.uuid4())) is None
+    assert (
+        await refetch(gql, channel.token, to_global_id("Play", channel_id, to_ms(start) + 1, uuid.UUID(session)))
+        is None
+    )
+    assert (
+        await refetch(gql, other_channel.token, to_global_id("Play", other_id, to_ms(start), uuid.UUID(session)))
+        is None
+    )
+
+
+async def test_a_session_heard_again_after_its_idle_hours_is_a_new_play_with_an_id_of_its_own(
+    gql, http, clock, services
+):
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    session = new_session()
+    start = datetime(2031, 7, 7, 10, 0, tzinfo=UTC)
+    await heartbeats(gql, clock, session, media_id, start, [0, 5])
+    await roll_up_everything(services)
+    # Redis lets a session's records expire after its idle hours; forgetting them now does the same.
+    await forget_redis(services)
+    later = start + timedelta(hours=services.settings.playback_session_idle_hours, minutes=1)
+    await heartbeats(gql, clock, session, media_id, later, [0, 5, 10])
+    await roll_up_everything(services)
+
+    plays = [edge["node"] for edge in (await plays_of(gql, channel.token, media_id))["edges"]]
+    assert [(play["sessionId"], play["startedAt"]) for play in plays] == [(session, iso(later)), (session, iso(start))]
+    assert plays[0]["id"] != plays[1]["id"]
+    assert [play["watchSeconds"] for play in plays] == [10.0, 5.0]
+    for play in plays:
+        assert await refetch(gql, channel.token, play["id"]) == play

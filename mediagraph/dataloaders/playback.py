@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediagraph.dataloaders.base import Loader
-from mediagraph.db.playback import PLAYBACK_TOTALS_OF
+from mediagraph.db.playback import PLAYBACK_TOTALS_OF, PLAYS_BY_KEY
 from mediagraph.keys.playback import Counter, Entity
 from mediagraph.keys.playback.scripts import CounterValue, PlaybackScripts
 from mediagraph.services import Services
@@ -76,3 +78,36 @@ class PlaybackTotalByEntityLoader(Loader[Entity, Figures]):
             durable.setdefault((kind, entity_id), []).append((generation, plays, 0, watch_ms, 0))
         live = await read_counters(self.context.services, [Counter(entity) for entity in keys])
         return [merge(durable.get(wanted_key, []), value) for wanted_key, value in zip(wanted, live, strict=True)]
+
+
+@dataclass(frozen=True)
+class PlayKey:
+    """A play as its global id names it: its channel, when it started, its session."""
+
+    channel_id: int
+    started_at: datetime
+    session_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class PlayRow:
+    """A play as the roll-up last copied it."""
+
+    channel_id: int
+    started_at: datetime
+    session_id: uuid.UUID
+    media_id: int
+    last_heartbeat_at: datetime
+    watch_ms: int
+
+
+class PlayByKeyLoader(Loader[PlayKey, "PlayRow | None"]):
+    """Plays the roll-up has copied, by key; None for a key naming no play of that channel."""
+
+    async def load_batch(self, keys: list[PlayKey]) -> Sequence[PlayRow | None]:
+        columns = ([key.channel_id for key in keys], [key.started_at for key in keys], [key.session_id for key in keys])
+        rows = await self.context.services.databases.main_reads.fetch(PLAYS_BY_KEY, *columns)
+        # PLAYS_BY_KEY selects PlayRow's fields in order.
+        plays = [PlayRow(*row) for row in rows]
+        found = {PlayKey(play.channel_id, play.started_at, play.session_id): play for play in plays}
+        return [found.get(key) for key in keys]

@@ -82,6 +82,14 @@ class Play(MainTable, table=True):
 
 PARTITION_PREFIX = "plays_"
 
+# Plays by their key and channel (asyncpg: channels, starts, uuids, pairwise): the primary key finds
+# each in its day's partition, and a key naming another channel finds nothing.
+PLAYS_BY_KEY = (
+    "SELECT p.channel_id, p.started_at, p.id, p.media_id, p.last_heartbeat_at, p.watch_ms FROM plays p "
+    "JOIN unnest($1::bigint[], $2::timestamptz[], $3::uuid[]) AS wanted(channel_id, started_at, id) "
+    "ON p.started_at = wanted.started_at AND p.id = wanted.id AND p.channel_id = wanted.channel_id"
+)
+
 # One batch of plays (arrays, pairwise): absolute values, so a replay changes nothing; the
 # WHERE skips rows already holding them (not even a new row version).
 UPSERT_PLAYS = """

@@ -25,6 +25,7 @@ from mediagraph.schema.node import NodeQueries
 from mediagraph.schema.playback import (
     LiveChannelViewers,
     LiveViewers,
+    Play,
     PlaybackMutations,
     PlaybackQueries,
     PlaybackStats,
@@ -75,4 +76,5 @@ NODE_TYPES: list[Any] = [
     LiveChannelViewers,
     HotMediaDay,
     PlaybackStats,
+    Play,
 ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import strawberry
 from strawberry.types import Info
@@ -8,7 +9,7 @@ from strawberry.types import Info
 from mediagraph.context import Context
 from mediagraph.errors import BadUserInput
 from mediagraph.ids import parse_global_id
-from mediagraph.schema.relay import NODE_FETCHERS, NODE_ID_PARTS, Node
+from mediagraph.schema.relay import NODE_FETCHERS, NODE_ID_SHAPES, Node
 
 
 async def fetch_node(context: Context, global_id: str) -> Node | None:
@@ -17,7 +18,8 @@ async def fetch_node(context: Context, global_id: str) -> Node | None:
     fetch = NODE_FETCHERS.get(type_name)
     if fetch is None:
         return None
-    if len(raw_ids) != NODE_ID_PARTS[type_name]:
+    shape = NODE_ID_SHAPES[type_name]
+    if len(raw_ids) != len(shape) or not all(isinstance(part, kind) for part, kind in zip(raw_ids, shape, strict=True)):
         raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
     return await fetch(context, *raw_ids)  # type: ignore[no-any-return]
 
@@ -38,4 +40,10 @@ class NodeQueries:
         if len(ids) > limit:
             raise BadUserInput(f"At most {limit} ids at once.", argument="ids", limit=limit)
         # Fetched together, so each type's loader reads all its ids in one batch.
-        return list(await asyncio.gather(*(fetch_node(info.context, node_id) for node_id in ids)))
+        fetched = await asyncio.gather(*(fetch_node(info.context, node_id) for node_id in ids), return_exceptions=True)
+        for outcome in fetched:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome  # cancelled: not one id's failure
+        # An id that fails (malformed, FORBIDDEN) nulls its own place, its error at that index
+        # (graphql-core raises an exception it finds in a list where the item would be), not the list.
+        return cast(list[Node | None], fetched)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import strawberry
@@ -10,10 +10,10 @@ from strawberry.types import Info
 from strawberry.types.nodes import SelectedField, Selection
 
 from mediagraph.context import Context
-from mediagraph.dataloaders.playback import Figures
+from mediagraph.dataloaders.playback import Figures, PlayKey
 from mediagraph.errors import NotFound
 from mediagraph.ids import decode_id, to_global_id
-from mediagraph.keys.playback import Entity, Granularity, Kind
+from mediagraph.keys.playback import EPOCH, Entity, Granularity, Kind, to_ms
 from mediagraph.resolvers import media as media_resolvers
 from mediagraph.resolvers import playback as resolvers
 from mediagraph.resolvers import users as user_resolvers
@@ -121,11 +121,15 @@ class PlaybackBucket:
 
 
 @strawberry.type(
-    description="One playback session of a stream, from its first heartbeat to its latest. Its id is the "
-    "session's `sessionId`, as the player sent it."
+    description="One play of a stream: a playback session from its first heartbeat to its latest. A Node, "
+    "the channel owner's only: `node(id:)` is null, with FORBIDDEN, for anyone else."
 )
-class Play:
-    id: strawberry.ID
+class Play(Node):
+    session_id: uuid.UUID = strawberry.field(
+        description="The `sessionId` the player sent with `reportPlayback`. A session heard from again after "
+        "MEDIAGRAPH_PLAYBACK_SESSION_IDLE_HOURS of silence starts a new play with the same `sessionId` (and "
+        "another `id` and `startedAt`)."
+    )
     started_at: datetime = strawberry.field(description="When its first heartbeat played (the heartbeat's `at`).")
     last_heartbeat_at: datetime = strawberry.field(description="When its latest heartbeat played.")
     watch_seconds: float = strawberry.field(
@@ -140,8 +144,11 @@ class Play:
 
     @classmethod
     def of(cls, play: play_resolvers.PlayRecord) -> Play:
+        # One id per play, not per session: a session id reused after its idle hours is another play.
+        global_id = to_global_id("Play", play.channel_id, to_ms(play.started_at), play.id)
         return cls(
-            id=strawberry.ID(str(play.id)),
+            id=strawberry.ID(global_id),
+            session_id=play.id,
             started_at=play.started_at,
             last_heartbeat_at=play.last_heartbeat_at,
             watch_seconds=play.watch_ms / 1000,
@@ -153,6 +160,15 @@ class Play:
     async def media(self, info: Info[Context, None]) -> MediaRef | None:
         row = await media_resolvers.media_by_id(info.context, self.media_raw_id)
         return media_object(row) if row is not None else None
+
+
+async def _fetch_play(context: Context, channel_id: int, started_ms: int, session_id: uuid.UUID) -> Play | None:
+    key = PlayKey(channel_id, EPOCH + timedelta(milliseconds=started_ms), session_id)
+    record = await play_resolvers.play_by_key(context, key)
+    return Play.of(record) if record is not None else None
+
+
+register_node("Play", _fetch_play, id_shape=(int, int, uuid.UUID))
 
 
 @strawberry.type(description="Plays, newest first.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
@@ -76,13 +77,15 @@ class Edge(Generic[T]):
 # Node types register how to fetch themselves by raw id(s): `node(id:)` dispatches here.
 NodeFetcher = Callable[..., Awaitable[Any]]
 NODE_FETCHERS: dict[str, NodeFetcher] = {}
-# How many raw ids a type's global id carries (most: one).
-NODE_ID_PARTS: dict[str, int] = {}
+# The kind of each raw id a type's global id carries (most: one integer).
+IdShape = tuple[type[int] | type[uuid.UUID], ...]
+NODE_ID_SHAPES: dict[str, IdShape] = {}
 
 
-def register_node(type_name: str, fetch: NodeFetcher, *, id_parts: int = 1) -> None:
+def register_node(type_name: str, fetch: NodeFetcher, *, id_parts: int = 1, id_shape: IdShape | None = None) -> None:
+    """`id_parts` integers make the type's global id, or the parts `id_shape` names (a uuid among them)."""
     NODE_FETCHERS[type_name] = fetch
-    NODE_ID_PARTS[type_name] = id_parts
+    NODE_ID_SHAPES[type_name] = id_shape if id_shape is not None else (int,) * id_parts
 
 
 # Object types refer to each other both ways (a user's media, a media's uploader). Their

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.playback import REDIS_UNREACHABLE
+from mediagraph.dataloaders.playback import REDIS_UNREACHABLE, PlayByKeyLoader, PlayKey, PlayRow
 from mediagraph.db.playback import plays_page
 from mediagraph.errors import BadUserInput
 from mediagraph.keys.playback import EPOCH, Entity, Kind, to_ms
@@ -27,6 +27,7 @@ from mediagraph.resolvers.playback import EARLIEST, LATEST, require_owner
 @dataclass(frozen=True)
 class PlayRecord:
     id: uuid.UUID
+    channel_id: int
     media_id: int
     started_at: datetime
     last_heartbeat_at: datetime
@@ -84,28 +85,41 @@ async def plays(
     async with context.db.use() as session:
         rows = list(await session.execute(statement))
     fresher = await _held_in_redis(context, entity.channel, [row[1] for row in rows[: request.size]])
-    now_ms = to_ms(context.services.clock())
-    window_ms = context.settings.playback_live_window_seconds * 1000
-    records = []
-    for started_at, play_id, media_id, last_heartbeat_at, watch_ms in rows:
-        last_ms, watched = to_ms(last_heartbeat_at), watch_ms
-        held = fresher.get(play_id)
-        # The same session with another start is a later play of the id, not this one.
-        if held is not None and held[0] == to_ms(started_at):
-            last_ms, watched = max(last_ms, held[1]), max(watched, held[2])
-        records.append(
-            PlayRecord(
-                id=play_id,
-                media_id=media_id,
-                started_at=started_at,
-                last_heartbeat_at=EPOCH + timedelta(milliseconds=last_ms),
-                watch_ms=watched,
-                ended=last_ms < now_ms - window_ms,
-            )
-        )
+    records = [
+        _record(context, PlayRow(entity.channel, started_at, play_id, media_id, last_heartbeat_at, watch_ms), fresher)
+        for started_at, play_id, media_id, last_heartbeat_at, watch_ms in rows
+    ]
     secret, kind = context.settings.secret_key, _cursor_kind(entity)
     return keyset_page(
         request, records, lambda play: encode_cursor(secret, kind, [to_ms(play.started_at), str(play.id)])
+    )
+
+
+async def play_by_key(context: Context, key: PlayKey) -> PlayRecord | None:
+    """One play by its key (what its global id names); the channel owner's only, like the list."""
+    require_owner(context, Entity.of_channel(key.channel_id))
+    row = await context.loader(PlayByKeyLoader).load(key)
+    if row is None:
+        return None
+    return _record(context, row, await _held_in_redis(context, row.channel_id, [row.session_id]))
+
+
+def _record(context: Context, row: PlayRow, fresher: dict[uuid.UUID, tuple[int, int, int]]) -> PlayRecord:
+    """A copied row, moved forward by what Redis still holds of it, with `ended` decided now."""
+    last_ms, watched = to_ms(row.last_heartbeat_at), row.watch_ms
+    held = fresher.get(row.session_id)
+    # The same session with another start is a later play of the id, not this one.
+    if held is not None and held[0] == to_ms(row.started_at):
+        last_ms, watched = max(last_ms, held[1]), max(watched, held[2])
+    window_ms = context.settings.playback_live_window_seconds * 1000
+    return PlayRecord(
+        id=row.session_id,
+        channel_id=row.channel_id,
+        media_id=row.media_id,
+        started_at=row.started_at,
+        last_heartbeat_at=EPOCH + timedelta(milliseconds=last_ms),
+        watch_ms=watched,
+        ended=last_ms < to_ms(context.services.clock()) - window_ms,
     )
 
 
