@@ -18,7 +18,7 @@ import httpx
 
 from mediagraph.app import create_app
 from mediagraph.settings import Settings
-from tests.support.apps import private_prefix
+from tests.support.apps import private_prefix, settings_with
 from tests.support.factories import create_media, create_user, record_views
 from tests.support.graphql import GraphQLClient
 from tests.support.metrics import Samples, parse, scrape, value, wait_for_sample
@@ -51,7 +51,7 @@ async def scrape_app(http: httpx.AsyncClient, **headers: str) -> Samples:
 @asynccontextmanager
 async def serving(settings: Settings, **overrides: Any) -> AsyncIterator[dict[int, httpx.AsyncClient]]:
     """An app of its own, and a client for its main port (80) and the metrics port."""
-    application = create_app(settings.model_copy(update=overrides))
+    application = create_app(settings_with(settings, **overrides))
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application, client=("203.0.113.10", 40000))
         async with (

@@ -12,11 +12,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from mediagraph.keys import KeySpace
 from mediagraph.keys.media import media_counts_channel, media_uploaded_channel
 from mediagraph.keys.views import ViewBuffer, view_count_channel
 from mediagraph.pubsub.bus import EventBus
+from mediagraph.pubsub.subscribers import subscriber_counts
 from mediagraph.redis_pool import durability_warnings, redis_client
 from tests.support.redis_cluster import MIN_VERSION, RedisClusterServers, server_version
 
@@ -25,10 +27,12 @@ async def _subscribed_on_the_cluster(bus: EventBus, channels: list[str]) -> None
     """Waits until the node owning each channel counts one subscriber on it."""
     client: RedisCluster = bus.backend._publisher  # type: ignore[assignment]
     for channel in channels:
-        node = client.get_node_from_key(channel)
-        for _ in range(100):
-            reply = await client.execute_command("PUBSUB", "SHARDNUMSUB", channel, target_nodes=node)
-            if reply and int(reply[-1] if isinstance(reply, list) else reply.get(channel.encode(), 0)) == 1:
+        for _ in range(300):
+            try:
+                [count] = await subscriber_counts(client, bus.keys, [channel])  # type: ignore[arg-type]
+            except (RedisConnectionError, OSError):
+                count = 0  # the node is still coming back
+            if count == 1:
                 break
             await asyncio.sleep(0.05)
         else:
@@ -127,3 +131,34 @@ async def test_entity_channels_are_sharded_and_read_once_per_node(redis_cluster:
         assert not any(route.channels for route in bus.backend._routes.values())
     finally:
         await bus.disconnect()
+
+
+async def test_a_sharded_subscription_comes_back_after_its_node_restarts(tmp_path) -> None:
+    # A cluster of its own: a restarted master comes back empty, which the run's cluster must not.
+    servers = await asyncio.to_thread(RedisClusterServers(tmp_path / "cluster").start)
+    keys = _keys()
+    bus = EventBus(servers.url, keys, cluster=True)
+    try:
+        await bus.connect()
+        client: RedisCluster = bus.backend._publisher  # type: ignore[assignment]
+        # A channel away from the node the URL names, which the client starts from.
+        channel = next(
+            view_count_channel(keys, media_id, 16)
+            for media_id in range(16)
+            if client.get_node_from_key(view_count_channel(keys, media_id, 16)).port != servers.ports[0]  # type: ignore[union-attr]
+        )
+        port = int(client.get_node_from_key(channel).port)  # type: ignore[union-attr]
+        async with bus.subscribe(channel) as events:
+            await _subscribed_on_the_cluster(bus, [channel])
+            await bus.publish(channel, {"n": 1})
+            async with asyncio.timeout(10):
+                assert await anext(events) == {"n": 1}
+            await asyncio.to_thread(servers.restart_node, port)
+            await _subscribed_on_the_cluster(bus, [channel])
+            await bus.publish(channel, {"n": 2})
+            async with asyncio.timeout(10):
+                assert await anext(events) == {"n": 2}
+        assert bus.backend.reconnects >= 1
+    finally:
+        await bus.disconnect()
+        servers.stop()

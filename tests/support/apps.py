@@ -21,12 +21,17 @@ def private_prefix(settings: Settings, name: str) -> str:
     return f"{settings.redis_prefix}{name}-{uuid.uuid4().hex[:6]}:"
 
 
+def settings_with(settings: Settings, **overrides: Any) -> Settings:
+    """The run's settings with `overrides`; a test's private Redis is a single server, even in a
+    run on the cluster."""
+    if overrides.get("redis_url", settings.redis_url) != settings.redis_url:
+        overrides.setdefault("redis_cluster", False)
+    return settings.model_copy(update=overrides)
+
+
 @asynccontextmanager
 async def app_with(settings: Settings, **overrides: Any) -> AsyncIterator[tuple[Services, GraphQLClient]]:
-    if overrides.get("redis_url", settings.redis_url) != settings.redis_url:
-        # A test's private Redis is a single server, even in a run on the cluster.
-        overrides.setdefault("redis_cluster", False)
-    application = create_app(settings.model_copy(update=overrides))
+    application = create_app(settings_with(settings, **overrides))
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application, client=("203.0.113.9", 40000))
         async with httpx.AsyncClient(transport=transport, base_url="http://mediagraph.test") as http:

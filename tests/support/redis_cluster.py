@@ -114,11 +114,27 @@ class RedisClusterServers:
                 process.wait()
         self.processes.clear()
 
+    def restart_node(self, port: int) -> None:
+        """Stop one master and start it again on its port: it rejoins with its slots (nodes.conf),
+        and without its data, as a master without persistence or replica would."""
+        at = self.ports.index(port)
+        process = self.processes[at]
+        process.terminate()
+        process.wait(timeout=10)
+        self.processes[at] = self._spawn(port)
+        self._wait_for_ping(port)
+        for each in self.ports:
+            self._wait_for_state_ok(each)
+
     def _start_node(self, port: int) -> None:
+        self.processes.append(self._spawn(port))
+        self.ports.append(port)
+
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
         folder = self.folder / str(port)
         folder.mkdir(parents=True, exist_ok=True)
         log = (folder / "redis.log").open("ab")
-        self.processes.append(
+        return (
             subprocess.Popen(
                 [
                     system_binary("redis-server"),
@@ -131,7 +147,6 @@ class RedisClusterServers:
                 stderr=subprocess.STDOUT,
             )
         )
-        self.ports.append(port)
 
     def _cli(self, *args: str, port: int | None = None, timeout: float = 10) -> str:
         command = [system_binary("redis-cli"), *(("-p", str(port)) if port else ()), *args]
