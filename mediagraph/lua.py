@@ -1,4 +1,5 @@
-"""Lua scripts run by SHA, reloaded when Redis lost them (a restart empties the script cache).
+"""Lua scripts run by SHA, reloaded when Redis lost them (a restart empties the script cache),
+and pipelines merged across requests (`run_batched`).
 
 In a pipeline, EVALSHA is queued as a raw command (`queue_evalsha`): redis-py's cluster
 pipeline refuses its `evalsha` method, yet routes the raw command by its keys like any
@@ -7,7 +8,9 @@ other, and a script's keys always share one slot (keys/).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +39,11 @@ class Lua:
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
         queue_evalsha(pipe, self.sha, keys, args)
+
+    async def run_batched(self, redis: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """`run`, sent in one pipeline with the other batched calls of this event-loop step."""
+        [reply] = await run_batched(redis, [self], lambda pipe: self.queue(pipe, keys, args))
+        return reply
 
 
 def queue_evalsha(pipe: Pipeline, sha: str, keys: Sequence[str], args: Sequence[Any]) -> None:
@@ -66,3 +74,83 @@ async def run_pipeline(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pi
         for script in scripts:
             await redis.script_load(script.source)
     raise AssertionError("unreachable")
+
+
+async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
+    """`run_pipeline`, merged with every other call made during the same event-loop step.
+
+    Each request's round trip costs a write and a read on the socket, system calls that
+    cost more than the commands themselves; concurrent requests' commands go out together
+    instead (as `db/reads.py` merges reads). Each caller gets its own commands' replies, or
+    the first error among them. A caller whose scripts Redis lost runs alone once they are
+    loaded, so `build` must queue commands that may run twice (scripts that are idempotent).
+    """
+    batcher = _batchers.get(redis)
+    if batcher is None:
+        batcher = _batchers[redis] = _StepPipeline(redis)
+    return await batcher.run(scripts, build)
+
+
+_Waiting = tuple[Sequence[Lua], Callable[[Pipeline], None], "asyncio.Future[list[Any]]"]
+_batchers: weakref.WeakKeyDictionary[Redis, _StepPipeline] = weakref.WeakKeyDictionary()
+# Batches being sent, held so they are not collected before they finish.
+_sending: set[asyncio.Task[None]] = set()
+
+
+class _StepPipeline:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.waiting: list[_Waiting] = []
+
+    async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        if not self.waiting:
+            loop.call_soon(self._dispatch)
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        self.waiting.append((scripts, build, future))
+        return await future
+
+    def _dispatch(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        task = asyncio.get_running_loop().create_task(self._send(waiting))
+        _sending.add(task)
+        task.add_done_callback(_sending.discard)
+
+    async def _send(self, waiting: list[_Waiting]) -> None:
+        sizes: list[int] = []
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for _, build, _ in waiting:
+                    before = len(pipe)
+                    build(pipe)
+                    sizes.append(len(pipe) - before)
+                replies = await pipe.execute(raise_on_error=False)
+        except Exception as error:
+            for _, _, future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        at = 0
+        lost: list[_Waiting] = []
+        for entry, size in zip(waiting, sizes, strict=True):
+            mine, at = replies[at : at + size], at + size
+            future = entry[2]
+            if any(isinstance(reply, NoScriptError) for reply in mine):
+                lost.append(entry)
+                continue
+            failed = next((reply for reply in mine if isinstance(reply, Exception)), None)
+            if future.done():
+                continue
+            if failed is not None:
+                future.set_exception(failed)
+            else:
+                future.set_result(mine)
+        for scripts, build, future in lost:
+            try:
+                result = await run_pipeline(self.redis, scripts, build)
+            except Exception as error:
+                if not future.done():
+                    future.set_exception(error)
+            else:
+                if not future.done():
+                    future.set_result(result)

@@ -162,7 +162,7 @@ class ViewBuffer:
         channel = view_count_channel(self.keys, media_id, self.buckets)
         numsub = "SHARDNUMSUB" if self.keys.is_sharded(channel) else "NUMSUB"
         args = [dedupe_seconds, media_id, push_hold_ms, channel, numsub]
-        return Counted(await COUNT_VIEW_SCRIPT.run(self.redis, keys, args))
+        return Counted(await COUNT_VIEW_SCRIPT.run_batched(self.redis, keys, args))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
         script = self.redis.register_script(FOLLOW_UP_PUSH)

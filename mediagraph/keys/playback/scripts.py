@@ -43,7 +43,7 @@ from mediagraph.keys.playback import (
     stats_channel,
 )
 from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, SWEEP
-from mediagraph.lua import Lua, run_pipeline
+from mediagraph.lua import Lua, run_batched, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
 WATCH_GAP_CAP_MS = 10_000
@@ -149,7 +149,7 @@ class PlaybackScripts:
     async def _claim_script(
         self, session_id: str, media_id: int, ttl_seconds: int, channel: int | str
     ) -> tuple[int, bool] | None:
-        reply = await CLAIM_SCRIPT.run(
+        reply = await CLAIM_SCRIPT.run_batched(
             self.redis, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel]
         )
         if reply[0] == 0:
@@ -239,7 +239,7 @@ class PlaybackScripts:
 
         # Run again whole if Redis lost the scripts: claiming and a heartbeat's counting are
         # both idempotent, so a part that ran the first time changes nothing the second.
-        replies = await run_pipeline(self.redis, [CLAIM_SCRIPT, HEARTBEAT_SCRIPT], build)
+        replies = await run_batched(self.redis, [CLAIM_SCRIPT, HEARTBEAT_SCRIPT], build)
         if claim is not None:
             return replies[0], replies[1]
         return None, replies[0]

@@ -18,7 +18,7 @@ from mediagraph.db.leaderboards import Leaderboard, ScoreRecord, SortOrder, scor
 from mediagraph.errors import ServiceUnavailable
 from mediagraph.keys.leaderboards import BoardKeys, board_changed_channel, board_keys
 from mediagraph.keys.leaderboards.lua import apply_script, extend_lock_script, release_lock_script, state_script
-from mediagraph.lua import run_pipeline
+from mediagraph.lua import run_batched, run_pipeline
 from mediagraph.resolvers.leaderboards.periods import PeriodWindow
 from mediagraph.services import Services
 
@@ -222,7 +222,8 @@ async def apply(services: Services, board: Board, records: Sequence[ScoreRecord]
         if announce:
             services.keys.publish(pipe, board_changed_channel(services.keys, board.definition.id), message)
 
-    replies = await run_pipeline(services.redis, [apply_script], build)
+    # Versions make applying a record idempotent, so a batched call may run twice.
+    replies = await run_batched(services.redis, [apply_script], build)
     return sum(int(reply) for reply in replies[: len(board.keys.parts)])
 
 

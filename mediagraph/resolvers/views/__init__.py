@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from mediagraph.context import Context
@@ -25,6 +26,7 @@ from mediagraph.db.views import likes
 from mediagraph.errors import NotFound, ServiceUnavailable, Unauthenticated
 from mediagraph.events import EngagementEvent, EngagementKind, queue_engagement
 from mediagraph.keys.views import Counted
+from mediagraph.lua import run_batched
 from mediagraph.resolvers.media import media_by_id, require_media
 from mediagraph.subscriptions import media as media_live
 from mediagraph.subscriptions import views as live
@@ -118,11 +120,13 @@ async def _after_like_change(context: Context, media_id: int, delta: int) -> Non
     services = context.services
     event = EngagementEvent(EngagementKind.LIKE, media_id, delta)
     try:
-        # The hot-media score's event and the live counts' notice, in one round trip.
-        async with services.redis.pipeline(transaction=False) as pipe:
+        # The hot-media score's event and the live counts' notice, in one round trip shared
+        # with the other requests of this moment.
+        def build(pipe: Pipeline) -> None:
             queue_engagement(pipe, services.keys, event)
             media_live.queue_counts_changed(pipe, services, media_id)
-            await pipe.execute()
+
+        await run_batched(services.redis, [], build)
     except (RedisError, OSError) as error:
         # The like is committed; only the hot-media score and live counts miss it.
         log.warning("like event for media %s not published: %s", media_id, error)
