@@ -150,7 +150,7 @@ async def _board(
 def _report_ranks(rows: list[RankFigures]) -> None:
     smallest = rows[0]
     report(
-        "Rank lookup latency (p50 / p99 ms, one round trip each)",
+        "Rank lookup latency (p50 / p99 ms; an entry is one pipelined round trip, the top 10 two)",
         [
             "members",
             "partitions",

@@ -62,9 +62,10 @@ async def throughput(
     submissions: int,
     concurrency: int,
     batch: int,
+    bounds: list[float] | None = None,
 ) -> Throughput:
     """`submissions` scores (BEST, always improving) from `concurrency` clients, `batch` per call."""
-    await define(http, urls[0], board, operator="BEST", bounds=None)
+    await define(http, urls[0], board, operator="BEST", bounds=bounds)
     calls = submissions // batch
     latencies: list[float] = []
     failed = 0

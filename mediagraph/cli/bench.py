@@ -99,8 +99,21 @@ def leaderboard(
         int, typer.Option(min=1, max=10_000, help="Websocket subscribers for push latency.")
     ] = 1_000,
     rounds: Annotated[int, typer.Option(min=1, help="Score changes pushed to every subscriber.")] = 20,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Instead: submitScore on one Redis and on a 3-master Redis Cluster (Debian's redis-server 7), "
+            "side by side, and where the keys landed.",
+        ),
+    ] = False,
 ) -> None:
     """submitScore throughput through GraphQL, rank lookups at 1 M and 10 M members, push latency to 1,000 subscribers."""
+    if cluster:
+        from benchmarks.leaderboard_cluster import run_cluster
+
+        run_cluster(submissions=submissions, concurrency=concurrency)
+        return
     from benchmarks.leaderboard import Options, run
 
     board_sizes = sorted(int(size) for size in sizes.split(",") if size.strip())
