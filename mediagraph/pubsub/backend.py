@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -95,6 +96,9 @@ class _Route:
     async def _open(self) -> None:
         if self.sharded:
             await self.backend.reroute(self)
+        elif self.backend.on_cluster:
+            # Classic messages reach every node: after losing one, listen on another.
+            self.url = self.backend.any_node_url(avoid=self.url if self.backend.reconnects else None)
         async with self.lock:
             pubsub = aioredis.Redis.from_url(self.url).pubsub(ignore_subscribe_messages=True)
             if self.sharded:
@@ -222,6 +226,18 @@ class ResilientRedisBackend(BroadcastBackend):
 
     def deliver(self, event: Event) -> None:
         self._queue.put_nowait(event)
+
+    @property
+    def on_cluster(self) -> bool:
+        return self._cluster
+
+    def any_node_url(self, *, avoid: str | None) -> str:
+        """A primary's URL, another than `avoid` when there is one (the configured node at first)."""
+        if avoid is None:
+            return self._url
+        urls = [f"redis://{node.host}:{node.port}/0" for node in self._cluster_client.get_primaries()]
+        others = [url for url in urls if url != avoid]
+        return random.choice(others or urls or [self._url])
 
     @property
     def _cluster_client(self) -> RedisCluster:
