@@ -173,9 +173,11 @@ class Settings(BaseSettings):
     # so a few carry the load; more only adds PostgreSQL backends competing for the CPUs,
     # which showed as a long latency tail when PostgreSQL shares the machine.
     read_pool_size: int = 3
-    # Connections per process for the hot writes (db/writes.py): one statement each, so a
-    # few connections carry many requests, as with the reads.
-    write_pool_size: int = Field(default=4, ge=1)
+    # Connections per process for the hot writes (db/writes.py): one statement each, but each
+    # a commit that waits for its WAL flush, so more connections than the reads need: commits
+    # waiting together are flushed together (likes: 882 req/s with 4, 1,863 with 16; BENCHMARKS.md).
+    # Each process may hold this many more backends: mind PostgreSQL's max_connections.
+    write_pool_size: int = Field(default=8, ge=1)
     # Redis connections per process; a burst beyond them waits for one (redis_pool.py).
     redis_max_connections: int = Field(default=100, ge=1)
 
