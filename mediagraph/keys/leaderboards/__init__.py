@@ -19,7 +19,8 @@ the period's own key, `{lb:<board>:<period>}:rebuild`.
 
 Ranks are the sizes of the better partitions plus the rank inside one. Every partition
 is exact by itself; while a user moves between two partitions (two nodes), a read landing
-between the two writes may count them in both or neither, for that instant.
+between the two writes may count them in both or neither, for that instant. A read that
+finds a user it asks for in neither reads again a moment later (`store.read_settled_state`).
 """
 
 from __future__ import annotations

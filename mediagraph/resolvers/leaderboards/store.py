@@ -30,6 +30,10 @@ REBUILD_WAIT_SECONDS = 60.0
 REBUILD_POLL_SECONDS = 0.02
 # A read, a rebuild (or waiting for one), a read; once more if the other rebuild failed.
 REBUILD_ATTEMPTS = 3
+# A user moving between partitions on two nodes is missing from both for the moment between
+# the two writes: a read that meets that waits a little and reads again.
+MOVE_RETRIES = 20
+MOVE_RETRY_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,14 @@ class BoardState:
         """Entries in the better partitions: the position of the partition's first entry."""
         return sum(part.size for part in self.parts[:partition])
 
+    def moving(self) -> bool:
+        """Whether some user asked for is between partitions: the newest record seen left one
+        partition and has not reached the other yet (a write to another node in flight)."""
+        return any(
+            self.locate(at) is None and any(part.users[at].version for part in self.parts)
+            for at in range(len(self.parts[0].users) if self.parts else 0)
+        )
+
     def locate(self, user_index: int) -> tuple[int, Held] | None:
         """The user's partition and entry: where the newest record seen put them."""
         # The record's own partition and the ones it left share its version: the member wins.
@@ -171,6 +183,16 @@ async def read_state(
             state_script.queue(pipe, part.script_keys, [member, repr(stored), *user_ids])
 
     return BoardState([_part_state(reply) for reply in await run_pipeline(redis, [state_script], build)])
+
+
+async def read_settled_state(redis: Redis, board: Board, *, user_ids: Sequence[int]) -> BoardState:
+    """`read_state` of users, read again while one of them is between two partitions (for a moment)."""
+    for _ in range(MOVE_RETRIES):
+        state = await read_state(redis, board, user_ids=user_ids)
+        if not state.moving():
+            break
+        await asyncio.sleep(MOVE_RETRY_SECONDS)
+    return state
 
 
 async def read_slice(redis: Redis, board: Board, state: BoardState, *, start: int, count: int) -> Slice:
@@ -254,7 +276,7 @@ async def read_range(
 
 
 async def read_entries(redis: Redis, board: Board, user_ids: Sequence[int]) -> tuple[int, list[RankedEntry | None]]:
-    state = await read_state(redis, board, user_ids=user_ids)
+    state = await read_settled_state(redis, board, user_ids=user_ids)
     found: list[RankedEntry | None] = []
     for at in range(len(user_ids)):
         located = state.locate(at)
@@ -267,7 +289,7 @@ async def read_entries(redis: Redis, board: Board, user_ids: Sequence[int]) -> t
 
 
 async def read_around(redis: Redis, board: Board, *, user_id: int, radius: int) -> Slice:
-    state = await read_state(redis, board, user_ids=[user_id])
+    state = await read_settled_state(redis, board, user_ids=[user_id])
     located = state.locate(0)
     if located is None:
         return Slice(total=state.total, start=-1, entries=[])
