@@ -10,14 +10,17 @@ is never repeated here when its connection dies: it may have committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
 from mediagraph.observability import metrics
 from mediagraph.settings import Settings
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 
 CONNECTION_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
 
@@ -62,6 +65,65 @@ class WritePool:
             except Exception as error:
                 metrics.count_postgres_error("main", error, disconnect=isinstance(error, CONNECTION_LOST))
                 raise
+
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        if self._pool is None:
+            raise RuntimeError("the write pool is not started")
+        for observe in self.observers:
+            observe(sql)
+        async with self._turns:
+            try:
+                rows: list[asyncpg.Record] = await self._pool.fetch(sql, *args)
+            except Exception as error:
+                metrics.count_postgres_error("main", error, disconnect=isinstance(error, CONNECTION_LOST))
+                raise
+        return rows
+
+
+class StepWrites(Generic[ItemT, ResultT]):
+    """Writes requests ask for during one event-loop step, run together when the step ends.
+
+    Each hot write is a transaction of its own, and a commit waits for its WAL flush: the
+    requests of one moment written by one statement share one commit (as `db/reads.py`
+    merges reads). `run` gets the items in order and answers each with its result or the
+    exception that request must raise.
+    """
+
+    def __init__(self, run: Callable[[list[ItemT]], Awaitable[list[ResultT | Exception]]]) -> None:
+        self._run = run
+        self._waiting: list[tuple[ItemT, asyncio.Future[ResultT]]] = []
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def ask(self, item: ItemT) -> ResultT:
+        loop = asyncio.get_running_loop()
+        if not self._waiting:
+            loop.call_soon(self._dispatch)
+        future: asyncio.Future[ResultT] = loop.create_future()
+        self._waiting.append((item, future))
+        return await future
+
+    def _dispatch(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        task = asyncio.get_running_loop().create_task(self._settle(waiting))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _settle(self, waiting: list[tuple[ItemT, asyncio.Future[ResultT]]]) -> None:
+        try:
+            results = await self._run([item for item, _ in waiting])
+        except Exception as error:
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), result in zip(waiting, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
 
 
 async def _keep_session(connection: asyncpg.Connection) -> None:

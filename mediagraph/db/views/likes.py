@@ -9,14 +9,17 @@ never disagrees with the rows.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
+from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
 from mediagraph.db.rows import RowBuilder
-from mediagraph.db.writes import WritePool
+from mediagraph.db.writes import StepWrites, WritePool
 
 # The media's row comes back with the answer (its columns first, as `RowBuilder` reads
 # them), so the mutation's `Media` needs no read of its own.
@@ -86,3 +89,133 @@ async def change_like(
     if row["id"] is None:
         raise MissingMedia
     return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))
+
+
+# Many likes (or unlikes) in one statement, one commit: $1 media ids, $2 user ids, $3 token
+# versions (pairwise), a like's $4 when. One answer row per request, in order, with the same
+# columns as the single statements'. Requests naming the same (media, user) go in separate
+# statements (`_rounds`), so each answer says exactly whether its own row changed.
+_MANY_VIEWERS = """
+req AS (
+    SELECT r.media_id, r.user_id, r.ver, r.slot
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(media_id, user_id, ver, slot)
+), viewer AS (
+    SELECT req.slot, req.media_id, req.user_id FROM req JOIN users u ON u.id = req.user_id AND u.token_version = req.ver
+)"""
+_MANY_COUNT = """
+counted AS (
+    INSERT INTO media_like_count AS c (media_id, like_count)
+    SELECT media_id, {sign} count(*) FROM changed GROUP BY media_id ORDER BY media_id
+    ON CONFLICT (media_id) DO UPDATE SET like_count = c.like_count + excluded.like_count
+    RETURNING c.media_id
+), queued AS (
+    INSERT INTO media_count_changes (media_id) SELECT media_id FROM counted ORDER BY media_id RETURNING media_id
+)
+SELECT {media_columns}, v.slot IS NOT NULL AS signed_in, ch.media_id IS NOT NULL AS changed
+FROM req LEFT JOIN viewer v ON v.slot = req.slot
+LEFT JOIN changed ch ON ch.media_id = req.media_id AND ch.user_id = req.user_id
+LEFT JOIN media m ON m.id = req.media_id
+ORDER BY req.slot
+"""
+
+LIKE_MANY = f"""
+WITH {_MANY_VIEWERS.strip()}, changed AS (
+    INSERT INTO media_likes (media_id, user_id, created_at)
+    SELECT v.media_id, v.user_id, $4 FROM viewer v JOIN media m ON m.id = v.media_id ORDER BY v.media_id, v.user_id
+    ON CONFLICT DO NOTHING
+    RETURNING media_id, user_id
+), {_MANY_COUNT.format(sign="", media_columns=_MEDIA_COLUMNS).strip()}
+"""
+
+UNLIKE_MANY = f"""
+WITH {_MANY_VIEWERS.strip()}, changed AS (
+    DELETE FROM media_likes l USING viewer v WHERE l.media_id = v.media_id AND l.user_id = v.user_id
+    RETURNING l.media_id, l.user_id
+), {_MANY_COUNT.format(sign="-", media_columns=_MEDIA_COLUMNS).strip()}
+"""
+
+
+@dataclass(frozen=True)
+class LikeRequest:
+    media_id: int
+    user_id: int
+    token_version: int
+
+
+class LikeBatches:
+    """Likes and unlikes of one moment, each kind written by one statement (`StepWrites`)."""
+
+    def __init__(self, writes: WritePool) -> None:
+        self.writes = writes
+        self._likes: StepWrites[LikeRequest, LikeChange] = StepWrites(lambda items: self._run(items, like=True))
+        self._unlikes: StepWrites[LikeRequest, LikeChange] = StepWrites(lambda items: self._run(items, like=False))
+
+    async def change(self, request: LikeRequest, *, like: bool) -> LikeChange:
+        return await (self._likes if like else self._unlikes).ask(request)
+
+    async def _run(self, items: list[LikeRequest], *, like: bool) -> list[LikeChange | Exception]:
+        results: list[LikeChange | Exception | None] = [None] * len(items)
+        now = utcnow()
+        for round_ in _rounds(items):
+            requests = [items[at] for at in round_]
+            args: list[Any] = [
+                [r.media_id for r in requests],
+                [r.user_id for r in requests],
+                [r.token_version for r in requests],
+            ]
+            try:
+                rows = await self.writes.fetch(LIKE_MANY if like else UNLIKE_MANY, *args, *([now] if like else []))
+            except (asyncpg.ForeignKeyViolationError, asyncpg.DeadlockDetectedError):
+                # A media deleted meanwhile (or a lock cycle with another batch): each alone.
+                for at, request in zip(round_, requests, strict=True):
+                    results[at] = await self._alone(request, like=like, now=now)
+                continue
+            for at, row in zip(round_, rows, strict=True):
+                results[at] = _answer(row)
+        return [result if result is not None else RuntimeError("a like was not answered") for result in results]
+
+    async def _alone(self, request: LikeRequest, *, like: bool, now: datetime) -> LikeChange | Exception:
+        try:
+            return await change_like(
+                self.writes,
+                media_id=request.media_id,
+                user_id=request.user_id,
+                token_version=request.token_version,
+                like=like,
+                now=now,
+            )
+        except Exception as error:
+            return error
+
+
+def _answer(row: asyncpg.Record) -> LikeChange | Exception:
+    if not row["signed_in"]:
+        return StaleToken()
+    if row["id"] is None:
+        return MissingMedia()
+    return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))
+
+
+def _rounds(items: list[LikeRequest]) -> list[list[int]]:
+    """Positions of `items` in statements where no (media, user) pair repeats, in order."""
+    rounds: list[list[int]] = []
+    seen: dict[tuple[int, int], int] = {}
+    for at, item in enumerate(items):
+        pair = (item.media_id, item.user_id)
+        number = seen.get(pair, 0)
+        seen[pair] = number + 1
+        if number == len(rounds):
+            rounds.append([])
+        rounds[number].append(at)
+    return rounds
+
+
+_batches: weakref.WeakKeyDictionary[WritePool, LikeBatches] = weakref.WeakKeyDictionary()
+
+
+def batches(writes: WritePool) -> LikeBatches:
+    """The process's like batches on this pool."""
+    found = _batches.get(writes)
+    if found is None:
+        found = _batches[writes] = LikeBatches(writes)
+    return found

@@ -20,7 +20,6 @@ from mediagraph.dataloaders.views import (
     ViewCountByMediaIdLoader,
     view_buffer,
 )
-from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
 from mediagraph.db.views import likes
 from mediagraph.errors import NotFound, ServiceUnavailable, Unauthenticated
@@ -95,13 +94,9 @@ async def _change_like(context: Context, media_id: int, *, like: bool) -> Media:
     claims = context.claims
     assert claims is not None
     try:
-        change = await likes.change_like(
-            context.services.databases.main_writes,
-            media_id=media_id,
-            user_id=viewer_id,
-            token_version=claims.token_version,
-            like=like,
-            now=utcnow(),
+        # Written together with the other likes of this moment: one statement, one commit.
+        change = await likes.batches(context.services.databases.main_writes).change(
+            likes.LikeRequest(media_id=media_id, user_id=viewer_id, token_version=claims.token_version), like=like
         )
     except likes.StaleToken:
         raise Unauthenticated("The access token is no longer valid.") from None
