@@ -4,7 +4,9 @@ import asyncio
 
 import pytest
 
+from mediagraph.ids import to_global_id
 from tests.support.factories import (
+    SUBMIT_SCORE,
     create_user,
     define_leaderboard,
     service_token,
@@ -162,6 +164,27 @@ async def test_best_keeps_the_better_score(gql, service, players, sort_order, sc
     assert (await gql.ok(ENTRY, {"name": name, "user": user}))["leaderboard"]["entry"]["score"] == scores[0]
     improved = await submit_score(gql, token=service, board=name, user_id=user, score=better)
     assert improved == {"changed": True, "entry": {"rank": 1, "score": float(better)}}
+
+
+async def test_concurrent_submissions_keep_the_best_and_refuse_only_the_unknown_user(gql, service, players):
+    # Submissions arriving together are written together: repeats of one user, several users
+    # and one user who does not exist, who must fail alone.
+    name = await board_with(gql, service, players[:1], [5], operator="BEST")
+    scores = [3, 11, 7, 19, 13]
+    results = await asyncio.gather(
+        *(gql(SUBMIT_SCORE, {"board": name, "user": players[0]["id"], "score": s}, token=service) for s in scores),
+        *(
+            gql(SUBMIT_SCORE, {"board": name, "user": player["id"], "score": 8}, token=service)
+            for player in players[1:4]
+        ),
+        gql(SUBMIT_SCORE, {"board": name, "user": to_global_id("User", 999_999_999), "score": 8}, token=service),
+    )
+    assert [result["errors"][0]["extensions"]["code"] for result in results if result.get("errors")] == ["NOT_FOUND"]
+    assert sum(result["data"]["submitScore"]["changed"] for result in results[: len(scores)]) >= 1
+    ranked = await ranking(gql, name)
+    assert ranked[0] == (players[0]["id"], 19.0)
+    # Equal scores rank by who reached them first, which concurrent requests leave open.
+    assert sorted(ranked[1:]) == sorted((player["id"], 8.0) for player in players[1:4])
 
 
 async def test_increment_keeps_a_running_total_inside_the_range(gql, service, players):

@@ -7,6 +7,7 @@ are combined, ordered or laid out), so processes may cache it for their lifetime
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import Field, col
 
 from mediagraph.db.base import MainTable, snowflake_key, timestamp, utcnow
-from mediagraph.db.writes import WritePool
+from mediagraph.db.writes import StepWrites, WritePool
 
 # Doubles hold every integer up to 2^53 exactly; scores are kept inside that range.
 MAX_EXACT_SCORE = float(2**53 - 1)
@@ -221,6 +222,111 @@ async def record_score(
             raise OutOfBounds(submission.user_id)
         return None
     return ScoreRecord(*row)
+
+
+@functools.cache
+def _many_upsert(operator: ScoreOperator, order: SortOrder) -> str:
+    """`_single_upsert` for many submissions to SET or BEST boards of one kind, as arrays:
+    $1 boards, $2 periods, $3 users, $4 scores, $5 reached ids; $6 now."""
+    if operator is ScoreOperator.INCREMENT:
+        raise ValueError("INCREMENT boards record one submission per statement")
+    if operator is ScoreOperator.SET:
+        changed = "excluded.score <> s.score"
+    else:
+        changed = "excluded.score > s.score" if order is SortOrder.DESC else "excluded.score < s.score"
+    return f"""
+INSERT INTO leaderboard_scores AS s (leaderboard_id, period, user_id, score, reached_id, version, updated_at)
+SELECT r.board, r.period, r.user_id, r.score, r.reached, 1, $6
+FROM unnest($1::bigint[], $2::varchar[], $3::bigint[], $4::float8[], $5::bigint[]) AS r(board, period, user_id, score, reached)
+ORDER BY 1, 2, 3
+ON CONFLICT (leaderboard_id, period, user_id) DO UPDATE
+SET score = excluded.score, reached_id = excluded.reached_id, version = s.version + 1, updated_at = excluded.updated_at
+WHERE {changed}
+RETURNING leaderboard_id, period, user_id, score, reached_id, version
+"""
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    board: Leaderboard
+    period: str
+    submission: Submission
+
+
+class ScoreBatches:
+    """Single submissions of one moment to SET and BEST boards, written by one statement per
+    kind of board, so they share one commit (`StepWrites`); INCREMENT boards go one by one."""
+
+    def __init__(self, writes: WritePool) -> None:
+        self.writes = writes
+        self._kinds: dict[tuple[ScoreOperator, SortOrder], StepWrites[ScoreRequest, ScoreRecord | None]] = {}
+
+    async def record(self, request: ScoreRequest) -> ScoreRecord | None:
+        board = request.board
+        if board.score_operator is ScoreOperator.INCREMENT or _outside(board, request.submission.score):
+            return await record_score(self.writes, board=board, period=request.period, submission=request.submission)
+        kind = (board.score_operator, board.order)
+        batch = self._kinds.get(kind)
+        if batch is None:
+            batch = self._kinds[kind] = StepWrites(functools.partial(self._run, kind))
+        return await batch.ask(request)
+
+    async def _run(
+        self, kind: tuple[ScoreOperator, SortOrder], items: list[ScoreRequest]
+    ) -> list[ScoreRecord | Exception | None]:
+        results: list[ScoreRecord | Exception | None] = [None] * len(items)
+        now = utcnow()
+        for round_ in _request_rounds(items):
+            requests = [items[at] for at in round_]
+            try:
+                rows = await self.writes.fetch(
+                    _many_upsert(*kind),
+                    [r.board.id for r in requests],
+                    [r.period for r in requests],
+                    [r.submission.user_id for r in requests],
+                    [r.submission.score for r in requests],
+                    [r.submission.reached_id for r in requests],
+                    now,
+                )
+            except (asyncpg.ForeignKeyViolationError, asyncpg.DeadlockDetectedError):
+                # A submission names no user (or a lock cycle with another batch): each alone.
+                for at, request in zip(round_, requests, strict=True):
+                    try:
+                        results[at] = await record_score(
+                            self.writes, board=request.board, period=request.period, submission=request.submission
+                        )
+                    except Exception as error:
+                        results[at] = error
+                continue
+            changed = {(row[0], row[1], row[2]): ScoreRecord(*row[2:]) for row in rows}
+            for at, request in zip(round_, requests, strict=True):
+                results[at] = changed.get((request.board.id, request.period, request.submission.user_id))
+        return results
+
+
+def _request_rounds(items: list[ScoreRequest]) -> list[list[int]]:
+    """Positions of `items` in statements where no (board, period, user) repeats, in order."""
+    rounds: list[list[int]] = []
+    seen: dict[tuple[int, str, int], int] = {}
+    for at, item in enumerate(items):
+        key = (item.board.id, item.period, item.submission.user_id)
+        number = seen.get(key, 0)
+        seen[key] = number + 1
+        if number == len(rounds):
+            rounds.append([])
+        rounds[number].append(at)
+    return rounds
+
+
+_score_batches: weakref.WeakKeyDictionary[WritePool, ScoreBatches] = weakref.WeakKeyDictionary()
+
+
+def score_batches(writes: WritePool) -> ScoreBatches:
+    """The process's score batches on this pool."""
+    found = _score_batches.get(writes)
+    if found is None:
+        found = _score_batches[writes] = ScoreBatches(writes)
+    return found
 
 
 def takes_one_statement(board: Leaderboard, score: float) -> bool:

@@ -17,9 +17,10 @@ from mediagraph.db.leaderboards import (
     MissingUser,
     OutOfBounds,
     ScoreOperator,
+    ScoreRequest,
     Submission,
-    record_score,
     record_scores,
+    score_batches,
     takes_one_statement,
 )
 from mediagraph.errors import BadUserInput, NotFound
@@ -111,8 +112,9 @@ async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[
     try:
         if single and takes_one_statement(definition, submissions[0].score):
             # The hot path: one prepared statement, no session (db/__init__.py).
-            record = await record_score(
-                services.databases.main_writes, board=definition, period=board.window.key, submission=submissions[0]
+            # Written with the other single submissions of this moment: one statement, one commit.
+            record = await score_batches(services.databases.main_writes).record(
+                ScoreRequest(board=definition, period=board.window.key, submission=submissions[0])
             )
             records = [record] if record is not None else []
         else:
