@@ -18,8 +18,9 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        page in one batched read, and `media(id:)` with its counts (`db/views/store.py`);
        a page writes nothing to PostgreSQL (its pagination session lives in Redis);
        writes: `likeMedia`/`unlikeMedia` (`db/views/likes.py`) and `submitScore`
-       (`record_score` in `db/leaderboards.py`), one prepared statement each on the write
-       pool (`databases.main_writes`, `db/writes.py`: no transaction around it, never
+       (`db/leaderboards.py`), prepared statements on the write
+       pool (`databases.main_writes`, `db/writes.py`; the requests of one event-loop
+       step share one statement and one commit, `StepWrites`; no transaction around it, never
        retried); `recordView` and `reportPlayback` write only to Redis on the request path
        (the view flush and the playback roll-up write to PostgreSQL in batches);
    - every other write, multi-statement transaction or locking read uses the

@@ -1,10 +1,11 @@
-"""Hot writes straight through asyncpg: one prepared statement each, no ORM session.
+"""Hot writes straight through asyncpg: prepared statements, no ORM session.
 
 A write through an ORM session costs BEGIN, its statements one round trip each, and
 COMMIT, plus the ORM's statement building. The hot writes (`db/__init__.py` names them)
-are each one statement instead, run outside any explicit transaction, so the statement
-is its own transaction; asyncpg prepares it once per connection. Unlike a read, a write
-is never repeated here when its connection dies: it may have committed.
+are one statement instead, run outside any explicit transaction, so the statement is its
+own transaction; asyncpg prepares it once per connection. The requests of one event-loop
+step share a statement (`StepWrites`), so they share a commit and its WAL flush. Unlike a
+read, a write is never repeated here when its connection dies: it may have committed.
 """
 
 from __future__ import annotations
