@@ -95,7 +95,9 @@ class _Route:
 
     async def _open(self) -> None:
         if self.sharded:
-            await self.backend.reroute(self)
+            if self.opened.is_set():
+                # Reopening after the node went away: its slots may have moved (a failover).
+                await self.backend.reroute(self)
         elif self.backend.on_cluster:
             # Classic messages reach every node: after losing one, listen on another.
             self.url = self.backend.any_node_url(avoid=self.url if self.backend.reconnects else None)
