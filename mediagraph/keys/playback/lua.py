@@ -29,20 +29,38 @@ return {3, ARGV[3]}
 #       then 28 played at (ms), 29 the signed-in viewer's id or '', 30 the longest gap between
 #       heartbeats that counts as watched (ms), 31-34 the live channels of stream and channel
 #       and their stats channels, or '' when the caller publishes (a cluster: those channels
-#       live in other slots).
+#       live in other slots), 35 the stream's channel when the script claims the session
+#       itself (KEYS 14, the claim), else ''.
 # The session record also holds its play: `st` (first played at), `lp` (last played at), `w`
 # (watched ms: gaps between heartbeats, each capped) and `vw` (viewer); a change names the
 # play (`p:<session>`) in the dirty set. Counters gain `w` (watched ms counted at each
 # heartbeat's played-at) and, on buckets, `u` (distinct viewers: signed-in ones by id, kept
 # as `v<id>` fields of the same hash, each anonymous session as one).
 HEARTBEAT = """
+-- The claim first (CLAIM's rules), when the caller passes it: ARGV[35] the stream's channel
+-- and KEYS[14] the session's claim. Only on one Redis: the claim lives in another slot.
+local bound_now = false
+if ARGV[35] ~= '' then
+  local claimed = redis.call('GET', KEYS[14])
+  if claimed then
+    if string.match(claimed, '^(%d+):') ~= ARGV[2] then return {'conflict'} end
+    redis.call('EXPIRE', KEYS[14], ARGV[9])
+  else
+    redis.call('SET', KEYS[14], ARGV[2] .. ':' .. ARGV[35], 'EX', ARGV[9])
+    bound_now = true
+  end
+end
 local record = redis.call('HMGET', KEYS[1], 'media', 'm', 'h', 'd', 'lp')
 if record[1] and record[1] ~= ARGV[2] then return {'conflict'} end
 local first = not record[1]
 if first then
   local used = redis.call('INCR', KEYS[2])
   if used == 1 then redis.call('EXPIRE', KEYS[2], ARGV[11]) end
-  if used > tonumber(ARGV[10]) then return {'limited', redis.call('TTL', KEYS[2])} end
+  if used > tonumber(ARGV[10]) then
+    -- A refused session keeps nothing, its claim included.
+    if bound_now then redis.call('DEL', KEYS[14]) end
+    return {'limited', redis.call('TTL', KEYS[2])}
+  end
 end
 local now = tonumber(ARGV[6])
 local index = {tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}

@@ -143,6 +143,12 @@ class PlaybackScripts:
             raise AssertionError("a claim with a channel always binds or conflicts")
         return reply
 
+    @property
+    def claims_in_script(self) -> bool:
+        """Whether the heartbeat script may claim the session itself: on one Redis, where a
+        script may touch the claim's slot as well as the channel's."""
+        return not self.keys.sharded_pubsub
+
     async def release(self, session_id: str) -> None:
         await self.redis.delete(session_claim_key(self.keys, session_id))
 
@@ -165,11 +171,17 @@ class PlaybackScripts:
         churn_limit: int,
         churn_window_seconds: int = 60,
         renew_claim: bool = False,
+        claim: bool = False,
     ) -> HeartbeatResult:
         """Count a heartbeat, and publish its live and stats notices in the same script (except on a
-        cluster: `HeartbeatResult.published`). `renew_claim`: the caller knows the session is bound
-        to this media (it saw it bound), so the claim is renewed in the same round trip instead of
-        before it; should the binding have changed meanwhile, SessionConflict is raised after all."""
+        cluster: `HeartbeatResult.published`).
+
+        `claim` (one Redis only, `claims_in_script`): the script claims the session for this
+        media first, as `claim` does, and counts nothing on a conflict; a session refused for
+        churn keeps no claim. `renew_claim` (a cluster, where the claim lives in another slot):
+        the caller knows the session is bound to this media (it saw it bound), so the claim is
+        renewed in the same round trip instead of before it; should the binding have changed
+        meanwhile, SessionConflict is raised after all."""
         stream = beat.stream
         channel = Entity.of_channel(stream.channel)
         indexes = [bucket_index(beat.played_ms, g) for g in GRANULARITIES]
@@ -202,8 +214,13 @@ class PlaybackScripts:
             args += [stats_channel(self.keys, stream), stats_channel(self.keys, channel)]
         else:
             args += ["", "", "", ""]
-        claim = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
-        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms, claim)
+        if claim:
+            keys.append(session_claim_key(self.keys, beat.session_id))
+            args.append(stream.channel)
+        else:
+            args.append("")
+        renewal = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
+        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms, renewal)
         if claimed is not None and claimed[0] == 0:
             raise SessionConflict()
         status = reply[0].decode()

@@ -148,11 +148,17 @@ async def _count(
     session_ttl = settings.playback_session_idle_hours * 3600
     prefix = services.keys.prefix
     known = _bound.get((prefix, session))
-    renew_claim = known is not None and known[0] == media_id
+    seen = known is not None and known[0] == media_id
+    in_script = scripts.claims_in_script
+    renew_claim = seen and not in_script
     claimed_now = False
     try:
-        if known is not None and renew_claim:
+        if known is not None and seen:
             channel_id = known[1]
+        elif in_script:
+            # A session new to this process: its media must exist, and its uploader is the
+            # channel; the heartbeat's script claims the session before it counts anything.
+            channel_id = (await require_media(context, media_id)).owner_id
         else:
             # A session new to this process: its media must exist, and its uploader is the
             # channel; the claim binds the session (or finds it bound) with that channel.
@@ -177,6 +183,7 @@ async def _count(
             session_ttl_seconds=session_ttl,
             churn_limit=settings.playback_new_sessions_per_minute,
             renew_claim=renew_claim,
+            claim=in_script,
         )
     except SessionConflict:
         _bound.pop((prefix, session), None)
