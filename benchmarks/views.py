@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import orjson
 import websockets
@@ -36,7 +40,35 @@ def run(*, views: int, media: int, concurrency: int, subscribers: int, pushes: i
         asyncio.run(_bench_pushes(settings, subscribers=subscribers, pushes=pushes))
 
 
-async def _bench(settings: Settings, *, views: int, media: int, concurrency: int) -> None:
+def run_cluster(*, views: int, media: int, concurrency: int) -> None:
+    """recordView on one Redis, then on a 3-master Redis Cluster started for the run, side by side."""
+    from tests.support.redis_cluster import RedisClusterServers
+
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="mgbench-cluster-") as folder:
+        cluster = RedisClusterServers(Path(folder)).start()
+        try:
+            targets: list[tuple[str, dict[str, object]]] = [
+                ("one Redis", {}),
+                ("Redis Cluster, 3 masters", {"redis_url": cluster.url, "redis_cluster": True}),
+            ]
+            for label, overrides in targets:
+                console.print(f"[bold]{label}[/bold]")
+                with bench_settings("views", max_connections_per_address=LOOPBACK_CLIENTS, **overrides) as settings:
+                    recorded, baseline, nodes = asyncio.run(
+                        _bench(settings, views=views, media=media, concurrency=concurrency)
+                    )
+                rows.append([label, recorded, baseline, recorded / baseline, nodes])
+        finally:
+            cluster.stop()
+    report(
+        f"recordView on one Redis and on a Redis Cluster, {concurrency} connections",
+        ["redis", "recordView/s", "media(id:)/s (same run)", "ratio", "view keys per node"],
+        rows,
+    )
+
+
+async def _bench(settings: Settings, *, views: int, media: int, concurrency: int) -> tuple[float, float, str]:
     async with open_services(settings, configured_endpoints(settings)) as services:
         console.print(f"loading {media:,} media …")
         media_ids = await bulk_media(services, media)
@@ -44,6 +76,7 @@ async def _bench(settings: Settings, *, views: int, media: int, concurrency: int
         with live_server(settings) as base:
             recorded, baseline = await _alternate(base, global_ids, views=views, concurrency=concurrency)
         counted = sum((await live_view_totals(services, media_ids)).values())
+        nodes = await _keys_per_node(services, settings)
         started = time.perf_counter()
         flushed = await worker.flush(services)
         flush_seconds = time.perf_counter() - started
@@ -64,6 +97,17 @@ async def _bench(settings: Settings, *, views: int, media: int, concurrency: int
         ["views", "media", "seconds", "views/s"],
         [[flushed, media, flush_seconds, flushed / flush_seconds]],
     )
+    return recorded.per_second, baseline.per_second, nodes
+
+
+async def _keys_per_node(services: Services, settings: Settings) -> str:
+    """How the view keys (pending counts, dedupe keys) spread over the Redis nodes."""
+    redis: Any = services.redis
+    placed: Counter[str] = Counter()
+    async for key in redis.scan_iter(match=f"{settings.redis_prefix}views:*", count=1000):
+        node = redis.get_node_from_key(key) if settings.redis_cluster else None
+        placed[node.name if node is not None else "one"] += 1
+    return ", ".join(f"{count:,}" for _, count in sorted(placed.items()))
 
 
 async def _alternate(base: str, global_ids: list[str], *, views: int, concurrency: int) -> tuple[Load, Load]:

@@ -52,9 +52,21 @@ def views(
     concurrency: Annotated[int, typer.Option(min=1, help="Keep-alive connections sending requests.")] = 64,
     subscribers: Annotated[int, typer.Option(min=1, help="viewCount subscribers on one server.")] = 200,
     pushes: Annotated[int, typer.Option(min=1, help="Views whose push latency is measured.")] = 20,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Instead: recordView on one Redis and on a 3-master Redis Cluster (Debian's redis-server 7), "
+            "side by side, and how the view keys spread over the nodes.",
+        ),
+    ] = False,
 ) -> None:
     """recordView throughput (beside media(id:)), flush rate, and viewCount push latency."""
     from benchmarks import views as benchmark
+
+    if cluster:
+        benchmark.run_cluster(views=views, media=media, concurrency=concurrency)
+        return
 
     benchmark.run(views=views, media=media, concurrency=concurrency, subscribers=subscribers, pushes=pushes)
 
