@@ -2,7 +2,8 @@
 
 Such failures reach clients as SERVICE_UNAVAILABLE, which they may retry, instead of a
 masked internal error: a refused or dropped connection, a pool with none to give, a server
-shutting down or starting up (SQLSTATE classes 08 and 57P), through SQLAlchemy or asyncpg.
+shutting down or starting up (SQLSTATE classes 08 and 57P) or out of connection slots
+(53300), through SQLAlchemy or asyncpg.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import InterfaceError as SQLAlchemyInterfaceError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-UNREACHABLE_SQLSTATES = ("08", "57P")
+UNREACHABLE_SQLSTATES = ("08", "57P", "53300")
 UNREACHABLE = (
     ConnectionError,  # refused, reset, aborted
     TimeoutError,
