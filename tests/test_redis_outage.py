@@ -80,5 +80,6 @@ async def test_redis_that_keeps_nothing_or_evicts_is_warned_about_at_startup(set
                 await services.redis.config_set("appendonly", "yes")
                 await services.redis.config_set("maxmemory-policy", "noeviction")
                 assert await durability_warnings(services.redis) == []
+                await services.redis.config_set("appendonly", "no")  # so that SIGTERM stops it at once
     finally:
         redis.stop()
