@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     # at least one every `refresh` seconds (covers pub/sub messages lost in a reconnect).
     leaderboard_tick_seconds: float = 0.05
     leaderboard_refresh_seconds: float = 5.0
+    # Processes re-read a board's definition (its partition layout) at least this often; a
+    # re-partitioning waits `leaderboard_repartition_grace_seconds` (longer) between its
+    # steps so that every process has followed it, and renews its lease this often.
+    leaderboard_definition_refresh_seconds: float = 1.0
+    leaderboard_repartition_grace_seconds: float = 5.0
+    leaderboard_repartition_lease_seconds: float = 30.0
 
     # Hot media: a day takes engagement events until this long after it ends; then its
     # top 10 is final. Days are kept for `hot_history_days` (today included).
@@ -225,7 +231,9 @@ class Settings(BaseSettings):
     def origins_or_star(cls, value: list[str] | None) -> list[str] | None:
         for item in value or ():
             parts = urlsplit(item)
-            if item != "*" and (parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/")):
+            if item != "*" and (
+                parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/")
+            ):
                 raise ValueError(f"{item!r} is not an origin such as https://app.example.com (nor `*`)")
         return value
 
@@ -276,6 +284,15 @@ class Settings(BaseSettings):
         if value < 1:
             raise ValueError("logical_shards must be at least 1")
         return value
+
+    @model_validator(mode="after")
+    def repartition_outlasts_definition_caches(self) -> Self:
+        if self.leaderboard_repartition_grace_seconds <= self.leaderboard_definition_refresh_seconds:
+            raise ValueError(
+                "MEDIAGRAPH_LEADERBOARD_REPARTITION_GRACE_SECONDS must exceed "
+                "MEDIAGRAPH_LEADERBOARD_DEFINITION_REFRESH_SECONDS (every process must see each step in time)"
+            )
+        return self
 
     @model_validator(mode="after")
     def cluster_needs_a_node(self) -> Self:

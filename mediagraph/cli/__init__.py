@@ -7,6 +7,7 @@ import typer
 from mediagraph.cli import admin, serve
 from mediagraph.cli.assets import assets
 from mediagraph.cli.bench import bench
+from mediagraph.cli.leaderboards import leaderboards
 from mediagraph.cli.shards import shards
 
 app = typer.Typer(
@@ -20,4 +21,5 @@ app.command()(admin.demo)
 app.command()(admin.token)
 app.add_typer(assets, name="assets")
 app.add_typer(bench, name="bench")
+app.add_typer(leaderboards, name="leaderboards")
 app.add_typer(shards, name="shards")

@@ -1,7 +1,10 @@
-"""Leaderboard definitions and the durable score record every Redis board is rebuilt from.
+"""Leaderboard definitions, the durable score record every Redis board is rebuilt from,
+and the progress of re-partitioning a board.
 
-A definition never changes once created (everything in it decides how stored scores
-are combined, ordered or laid out), so processes may cache it for their lifetime.
+A definition never changes once created (everything in it decides how stored scores are
+combined or ordered), except for its partition layout, which only a re-partitioning moves
+(`resolvers/leaderboards/repartition.py`); processes cache definitions for
+`leaderboard_definition_refresh_seconds`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,20 @@ from enum import Enum
 from typing import Any
 
 import asyncpg
-from sqlalchemy import BigInteger, Column, Double, ForeignKey, Index, String, bindparam, select, update
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    bindparam,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import Field, col
@@ -54,10 +70,16 @@ class Leaderboard(MainTable, table=True):
     operator: str = Field(sa_column=Column(String(16), nullable=False))
     period: str = Field(sa_column=Column(String(16), nullable=False))
     # N ascending boundaries split the score range into N + 1 partitions.
+    # The layout readers use: its bounds and its generation (part of its Redis keys).
     partition_bounds: list[float] = Field(default_factory=list, sa_column=Column(ARRAY(Double), nullable=False))
     min_score: float = Field(sa_column=Column(Double, nullable=False))
     max_score: float = Field(sa_column=Column(Double, nullable=False))
     created_at: datetime = timestamp()  # type: ignore[assignment]
+    layout_generation: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # While a re-partitioning is under way, writers keep a second layout too: the next one
+    # while it is copied (a higher generation), the previous one once readers switched.
+    shadow_bounds: list[float] | None = Field(default=None, sa_column=Column(ARRAY(Double), nullable=True))
+    shadow_generation: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
 
     @property
     def order(self) -> SortOrder:
@@ -418,3 +440,139 @@ async def score_records(
     result = await session.stream(statement)
     async for partition in result.partitions(chunk):
         yield [ScoreRecord(*row) for row in partition]
+
+
+class RepartitionState(Enum):
+    # Readers use the old layout; writers keep both while the new one is copied from PostgreSQL.
+    COPYING = "COPYING"
+    # Readers use the new layout; writers still keep the old one for processes yet to notice.
+    SWITCHED = "SWITCHED"
+    DONE = "DONE"
+
+
+class LeaderboardRepartition(MainTable, table=True):
+    """One re-partitioning of a board: to which bounds, how far, and who is moving it now."""
+
+    __tablename__ = "leaderboard_repartitions"
+
+    leaderboard_id: int = Field(
+        sa_column=Column(BigInteger, ForeignKey("leaderboards.id", ondelete="CASCADE"), primary_key=True)
+    )
+    # The layout generation it moves to.
+    generation: int = Field(sa_column=Column(Integer, primary_key=True))
+    partition_bounds: list[float] = Field(sa_column=Column(ARRAY(Double), nullable=False))
+    previous_bounds: list[float] = Field(sa_column=Column(ARRAY(Double), nullable=False))
+    state: str = Field(sa_column=Column(String(16), nullable=False))
+    moved_entries: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    total_entries: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    started_at: datetime = timestamp()  # type: ignore[assignment]
+    updated_at: datetime = timestamp()  # type: ignore[assignment]
+    finished_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    # The mover renews this while it works; once it lapses (the mover died) any worker resumes.
+    lease_until: datetime = timestamp()  # type: ignore[assignment]
+
+    @property
+    def phase(self) -> RepartitionState:
+        return RepartitionState(self.state)
+
+
+# Every statement below runs in a session of the caller's (`resolvers/leaderboards/repartition.py`).
+
+START_REPARTITION = text(
+    """
+UPDATE leaderboards SET shadow_bounds = :bounds, shadow_generation = layout_generation + 1
+WHERE id = :board_id AND shadow_generation IS NULL
+RETURNING layout_generation + 1 AS generation, partition_bounds AS previous_bounds
+"""
+)
+
+CLAIM_REPARTITION = text(
+    """
+UPDATE leaderboard_repartitions SET lease_until = now() + make_interval(secs => :seconds)
+WHERE (leaderboard_id, generation) = (
+    SELECT leaderboard_id, generation FROM leaderboard_repartitions
+    WHERE state <> 'DONE' AND lease_until <= now()
+      AND (CAST(:board_id AS bigint) IS NULL OR leaderboard_id = :board_id)
+    ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED
+)
+RETURNING leaderboard_id, generation
+"""
+)
+
+# Readers switch to the new layout; writers keep the old one as the shadow.
+SWITCH_LAYOUT = text(
+    """
+UPDATE leaderboards
+SET partition_bounds = shadow_bounds, layout_generation = shadow_generation,
+    shadow_bounds = partition_bounds, shadow_generation = layout_generation
+WHERE id = :board_id AND shadow_generation = :generation
+"""
+)
+
+DROP_SHADOW = text(
+    """
+UPDATE leaderboards SET shadow_bounds = NULL, shadow_generation = NULL
+WHERE id = :board_id AND layout_generation = :generation
+"""
+)
+
+PERIOD_SIZES = text(
+    "SELECT period, count(*) FROM leaderboard_scores WHERE leaderboard_id = :board_id GROUP BY period ORDER BY period"
+)
+
+
+# The newest re-partitioning of each board in $1 (the read path's loader).
+LATEST_REPARTITIONS = """
+SELECT DISTINCT ON (leaderboard_id) * FROM leaderboard_repartitions
+WHERE leaderboard_id = ANY($1::bigint[]) ORDER BY leaderboard_id, generation DESC
+"""
+
+# Re-partitionings by (board $1[i], generation $2[i]).
+REPARTITIONS_BY_KEY = """
+SELECT r.* FROM leaderboard_repartitions r
+JOIN unnest($1::bigint[], $2::int[]) AS k(leaderboard_id, generation) USING (leaderboard_id, generation)
+"""
+
+MARK_REPARTITION = text(
+    """
+UPDATE leaderboard_repartitions SET state = CAST(:to_state AS varchar), updated_at = now(),
+    finished_at = CASE WHEN CAST(:to_state AS varchar) = 'DONE' THEN now() END
+WHERE leaderboard_id = :board_id AND generation = :generation AND state = :from_state
+"""
+)
+
+REPARTITION_PROGRESS = text(
+    """
+UPDATE leaderboard_repartitions SET moved_entries = :moved, total_entries = greatest(total_entries, :moved)
+WHERE leaderboard_id = :board_id AND generation = :generation
+"""
+)
+
+REPARTITION_TOTAL = text(
+    """
+UPDATE leaderboard_repartitions SET total_entries = :total
+WHERE leaderboard_id = :board_id AND generation = :generation
+"""
+)
+
+RENEW_LEASE = text(
+    """
+UPDATE leaderboard_repartitions SET lease_until = now() + make_interval(secs => :seconds)
+WHERE leaderboard_id = :board_id AND generation = :generation AND state <> 'DONE'
+"""
+)
+
+# Seconds until `updated_at` (the last change of state) is `:seconds` in the past.
+SECONDS_UNTIL_SETTLED = text(
+    """
+SELECT greatest(0, extract(epoch FROM updated_at + make_interval(secs => :seconds) - now()))
+FROM leaderboard_repartitions WHERE leaderboard_id = :board_id AND generation = :generation
+"""
+)
+
+UNFINISHED_REPARTITIONS = text(
+    """
+SELECT coalesce(sum(greatest(total_entries - moved_entries, 0)), 0), extract(epoch FROM now() - min(started_at))
+FROM leaderboard_repartitions WHERE state <> 'DONE'
+"""
+)

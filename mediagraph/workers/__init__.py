@@ -34,6 +34,7 @@ WORKER_MODULES: tuple[str, ...] = (
     "mediagraph.workers.feeds",
     "mediagraph.workers.hot",
     "mediagraph.workers.playback",
+    "mediagraph.workers.leaderboards",
 )
 
 RESTART_DELAY_SECONDS = 1.0

@@ -17,6 +17,10 @@ forget the user (keeping the version). A partition is loaded when it has its rea
 and `n` equals its size; otherwise readers rebuild the period first. The rebuild lock is
 the period's own key, `{lb:<board>:<period>}:rebuild`.
 
+Re-partitioning lays a period out again under a new generation: the tags become
+`{lb:<board>:<period>:g<n>:p<i>}` (and `{lb:<board>:<period>:g<n>}` for the lock), so two
+layouts of one period live side by side while a move copies one into the other.
+
 Ranks are the sizes of the better partitions plus the rank inside one. Every partition
 is exact by itself; while a user moves between two partitions (two nodes), a read landing
 between the two writes may count them in both or neither, for that instant. A read that
@@ -58,8 +62,10 @@ class BoardKeys:
         return [key for part in self.parts for key in part.script_keys]
 
 
-def board_keys(keys: KeySpace, *, board_id: int, period: str, partitions: int) -> BoardKeys:
-    board = f"lb:{board_id}:{period}"
+def board_keys(keys: KeySpace, *, board_id: int, period: str, partitions: int, generation: int = 0) -> BoardKeys:
+    """The keys of one layout of a period: generation 0 is a board's first layout, and each
+    re-partitioning lays the period out again under the next generation (`:g<n>` in the tags)."""
+    board = f"lb:{board_id}:{period}" if generation == 0 else f"lb:{board_id}:{period}:g{generation}"
     parts = []
     for index in range(partitions):
         tag = f"{{{board}:p{index}}}"

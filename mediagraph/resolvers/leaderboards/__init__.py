@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
+from mediagraph.dataloaders.leaderboards import current_definition
 from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import (
     Leaderboard,
@@ -108,20 +109,18 @@ async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[
     submissions = [
         Submission(user_id, value, services.ids.next_id()) for (user_id, _), value in zip(scores, values, strict=True)
     ]
-    board = current_board(services, definition)
+    window = current_window(definition.period_kind, utcnow())
     try:
         if single and takes_one_statement(definition, submissions[0].score):
             # The hot path: one prepared statement, no session (db/__init__.py).
             # Written with the other single submissions of this moment: one statement, one commit.
             record = await score_batches(services.databases.main_writes).record(
-                ScoreRequest(board=definition, period=board.window.key, submission=submissions[0])
+                ScoreRequest(board=definition, period=window.key, submission=submissions[0])
             )
             records = [record] if record is not None else []
         else:
             async with context.db.use() as session:
-                records = await record_scores(
-                    session, board=definition, period=board.window.key, submissions=submissions
-                )
+                records = await record_scores(session, board=definition, period=window.key, submissions=submissions)
                 await session.commit()
     except (IntegrityError, MissingUser):
         raise NotFound(
@@ -133,6 +132,9 @@ async def submit_scores(context: Context, *, leaderboard: str, scores: Sequence[
             f"{definition.min_score:g} and {definition.max_score:g}.",
             argument="score",
         ) from None
+    # The layouts to write are resolved after the commit: a re-partitioning that began meanwhile
+    # is then seen (repartition.py), so it either copies these records or gets them here.
+    board = Board.of(services, await current_definition(services, definition), window, now=utcnow())
     if records:
         try:
             await store.apply(services, board, records, announce=True)
@@ -160,8 +162,9 @@ def _top_kind(board: Board) -> str:
 def _anchor(context: Context, board: Board, cursor: str, argument: str) -> tuple[int, tuple[str, int, float]]:
     values = decode_cursor(context.settings.secret_key, _top_kind(board), cursor)
     match values:
-        case [int(position), str(member), int(partition), int() | float() as stored]:
-            return position, (member, partition, float(stored))
+        case [int(position), str(member), int(), int() | float() as stored]:
+            # The partition is found again from the score: a re-partitioning may have moved it.
+            return position, (member, board.partition(board.shown(float(stored))), float(stored))
     raise BadUserInput(f"The cursor is invalid; start again without `{argument}`.", argument=argument)
 
 

@@ -12,9 +12,24 @@ from sqlmodel import col
 
 from mediagraph.context import Context
 from mediagraph.cursors import decode_cursor, encode_cursor
-from mediagraph.dataloaders.leaderboards import LeaderboardByIdLoader, LeaderboardByNameLoader, remember
-from mediagraph.db.leaderboards import MAX_EXACT_SCORE, Leaderboard, Period, ScoreOperator, SortOrder
+from mediagraph.dataloaders.leaderboards import (
+    LatestRepartitionByBoardLoader,
+    LeaderboardByIdLoader,
+    LeaderboardByNameLoader,
+    RepartitionByKeyLoader,
+    forget,
+    remember,
+)
+from mediagraph.db.leaderboards import (
+    MAX_EXACT_SCORE,
+    Leaderboard,
+    LeaderboardRepartition,
+    Period,
+    ScoreOperator,
+    SortOrder,
+)
 from mediagraph.errors import BadUserInput, Conflict, NotFound
+from mediagraph.resolvers.leaderboards import repartition
 from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -37,6 +52,18 @@ def finite(value: float, argument: str) -> float:
     if not math.isfinite(value) or abs(value) > MAX_EXACT_SCORE:
         raise BadUserInput(f"`{argument}` must be a finite number within ±(2^53 − 1).", argument=argument)
     return float(value)
+
+
+def checked_bounds(partition_bounds: list[float], *, low: float, high: float) -> list[float]:
+    bounds = [finite(bound, "partitionBounds") for bound in partition_bounds]
+    if len(bounds) >= MAX_PARTITIONS:
+        raise BadUserInput(f"At most {MAX_PARTITIONS - 1} partition bounds.", argument="partitionBounds")
+    if any(b <= a for a, b in itertools.pairwise(bounds)) or any(not low < b <= high for b in bounds):
+        raise BadUserInput(
+            "`partitionBounds` must increase strictly and lie inside (minScore, maxScore].",
+            argument="partitionBounds",
+        )
+    return bounds
 
 
 async def definition_by_name(context: Context, name: str) -> Leaderboard | None:
@@ -72,14 +99,7 @@ async def define_leaderboard(
     high = finite(max_score if max_score is not None else MAX_EXACT_SCORE, "maxScore")
     if low >= high:
         raise BadUserInput("`minScore` must be below `maxScore`.", argument="minScore")
-    bounds = [finite(bound, "partitionBounds") for bound in partition_bounds]
-    if len(bounds) >= MAX_PARTITIONS:
-        raise BadUserInput(f"At most {MAX_PARTITIONS - 1} partition bounds.", argument="partitionBounds")
-    if any(b <= a for a, b in itertools.pairwise(bounds)) or any(not low < b <= high for b in bounds):
-        raise BadUserInput(
-            "`partitionBounds` must increase strictly and lie inside (minScore, maxScore].",
-            argument="partitionBounds",
-        )
+    bounds = checked_bounds(partition_bounds, low=low, high=high)
     wanted = Leaderboard(
         id=context.services.ids.next_id(),
         name=clean_name(name),
@@ -110,17 +130,50 @@ def _refuse_changes(existing: Leaderboard, wanted: Leaderboard) -> None:
     differing = [field for field in DEFINITION_FIELDS if getattr(existing, field) != getattr(wanted, field)]
     if differing:
         names = ", ".join(_camel(field) for field in differing)
+        remedy = (
+            "move its partitions with `repartitionLeaderboard`"
+            if differing == ["partition_bounds"]
+            else "define a new leaderboard under another name"
+        )
         raise Conflict(
             f"Leaderboard {existing.name!r} already exists with a different {names}. A definition cannot "
-            "change once scores may depend on it; define a new leaderboard under another name.",
+            f"change once scores may depend on it; {remedy}.",
             argument="name",
             fields=[_camel(field) for field in differing],
         )
 
 
+async def repartition_leaderboard(context: Context, *, name: str, partition_bounds: list[float]) -> Leaderboard:
+    """Start moving a board to new partition bounds while it keeps taking scores; a worker carries the
+    move through (`repartition.py`) and the definition's `repartition` shows how far it is."""
+    context.require_service()
+    definition = await require_definition(context, name)
+    bounds = checked_bounds(partition_bounds, low=definition.min_score, high=definition.max_score)
+    try:
+        async with context.db.use() as session:
+            await repartition.start(session, definition, bounds)
+    except repartition.RepartitionRefused as error:
+        raise Conflict(
+            f"Leaderboard {definition.name!r} is being re-partitioned into {error.moving_to} already; "
+            "ask again once that move is done.",
+            argument="partitionBounds",
+        ) from None
+    context.loader(LeaderboardByNameLoader).clear(definition.name)
+    forget(context.services.endpoints.database_url, definition.name)
+    return await require_definition(context, definition.name)
+
+
 def _camel(field: str) -> str:
     head, *rest = field.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+async def latest_repartition(context: Context, board_id: int) -> LeaderboardRepartition | None:
+    return await context.loader(LatestRepartitionByBoardLoader).load(board_id)
+
+
+async def repartition_by_key(context: Context, board_id: int, generation: int) -> LeaderboardRepartition | None:
+    return await context.loader(RepartitionByKeyLoader).load((board_id, generation))
 
 
 async def leaderboards(context: Context, *, request: PageRequest) -> Page[Leaderboard]:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import col
 
+from mediagraph.dataloaders.leaderboards import current_definition
 from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import Leaderboard
 from mediagraph.db.users import User
@@ -134,6 +135,8 @@ class BoardTicker:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def tick(self) -> None:
+        # The board's layout may move (a re-partitioning) while it is watched.
+        self.definition = await current_definition(self.services, self.definition)
         board = store.Board.of(
             self.services, self.definition, current_window(self.definition.period_kind, utcnow()), now=utcnow()
         )

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisError
 
+from mediagraph.dataloaders.leaderboards import current_definition
+from mediagraph.db.availability import database_unreachable
+from mediagraph.db.base import utcnow
 from mediagraph.db.leaderboards import ScoreRecord
 from mediagraph.resolvers.leaderboards.store import Board, apply
 from mediagraph.services import Services
@@ -45,7 +48,7 @@ class Repairs:
             await asyncio.sleep(delay)
             for key, (board, record) in list(self.pending.items()):
                 try:
-                    await apply(services, board, [record], announce=True)
+                    await apply(services, await _now_laid_out(services, board), [record], announce=True)
                 except (RedisError, OSError):
                     delay = min(delay * 2, 5.0)
                     break
@@ -59,6 +62,17 @@ class Repairs:
                 len(self.pending),
             )
             self.pending.clear()
+
+
+async def _now_laid_out(services: Services, board: Board) -> Board:
+    """The board on the layouts it has now: a re-partitioning may have moved it since the record."""
+    try:
+        definition = await current_definition(services, board.definition)
+    except Exception as error:
+        if not database_unreachable(error):
+            raise
+        return board
+    return Board.of(services, definition, board.window, now=utcnow())
 
 
 repairs = Repairs()

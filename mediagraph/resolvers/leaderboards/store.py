@@ -6,7 +6,7 @@ import asyncio
 import bisect
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -37,32 +37,69 @@ MOVE_RETRY_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
+class Layout:
+    """One way of splitting a period into partitions by score, and the keys it lives under."""
+
+    bounds: tuple[float, ...]
+    generation: int
+    keys: BoardKeys
+    descending: bool
+
+    def partition(self, score: float) -> int:
+        """The partition in rank order (0 holds the best scores)."""
+        index = bisect.bisect_right(self.bounds, score)
+        return len(self.bounds) - index if self.descending else index
+
+
+def _layout(services: Services, definition: Leaderboard, period: str, bounds: list[float], generation: int) -> Layout:
+    keys = board_keys(
+        services.keys, board_id=definition.id, period=period, partitions=len(bounds) + 1, generation=generation
+    )
+    return Layout(tuple(bounds), generation, keys, definition.order is SortOrder.DESC)
+
+
+@dataclass(frozen=True)
 class Board:
     """One period of one board, as the store addresses it."""
 
     definition: Leaderboard
     window: PeriodWindow
-    keys: BoardKeys
+    # What reads use; writes go to the shadow too while a re-partitioning is under way.
+    layout: Layout
+    shadow: Layout | None
     expires_at: datetime | None
 
     @classmethod
     def of(cls, services: Services, definition: Leaderboard, window: PeriodWindow, *, now: datetime) -> Board:
         settings = services.settings
+        layout = _layout(services, definition, window.key, definition.partition_bounds, definition.layout_generation)
+        shadow = None
+        if definition.shadow_bounds is not None and definition.shadow_generation is not None:
+            shadow = _layout(services, definition, window.key, definition.shadow_bounds, definition.shadow_generation)
         return cls(
             definition=definition,
             window=window,
-            keys=board_keys(
-                services.keys,
-                board_id=definition.id,
-                period=window.key,
-                partitions=len(definition.partition_bounds) + 1,
-            ),
+            layout=layout,
+            shadow=shadow,
             expires_at=window.expires_at(
                 now,
                 grace=timedelta(seconds=settings.leaderboard_history_grace_seconds),
                 history_cache=timedelta(seconds=settings.leaderboard_history_cache_seconds),
             ),
         )
+
+    @property
+    def keys(self) -> BoardKeys:
+        return self.layout.keys
+
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        """Every layout writes keep, the read layout first."""
+        return (self.layout,) if self.shadow is None else (self.layout, self.shadow)
+
+    def only(self, layout: Layout) -> Board:
+        """This period on one layout alone (a rebuild or a move fills one layout)."""
+        return replace(self, layout=layout, shadow=None)
 
     @property
     def descending(self) -> bool:
@@ -76,10 +113,8 @@ class Board:
         return 0.0 - stored if self.descending else stored
 
     def partition(self, score: float) -> int:
-        """The partition in rank order (0 holds the best scores)."""
-        bounds = self.definition.partition_bounds
-        index = bisect.bisect_right(bounds, score)
-        return len(bounds) - index if self.descending else index
+        """The partition in rank order (0 holds the best scores) on the read layout."""
+        return self.layout.partition(score)
 
 
 @dataclass(frozen=True)
@@ -221,8 +256,8 @@ async def read_slice(redis: Redis, board: Board, state: BoardState, *, start: in
     return Slice(total=state.total, start=start, entries=entries)
 
 
-def record_args(board: Board, record: ScoreRecord, partition: int) -> list[Any]:
-    if board.partition(record.score) != partition:
+def record_args(board: Board, layout: Layout, record: ScoreRecord, partition: int) -> list[Any]:
+    if layout.partition(record.score) != partition:
         return [record.user_id, record.version, 0, "", ""]
     return [record.user_id, record.version, 1, f"{record.reached_id:016x}", repr(board.stored(record.score))]
 
@@ -232,15 +267,17 @@ def _expire_ms(board: Board) -> int:
 
 
 async def apply(services: Services, board: Board, records: Sequence[ScoreRecord], *, announce: bool) -> int:
-    """Apply records to every partition (one pipelined round trip); how many were newer than what Redis held."""
+    """Apply records to every partition of every layout kept (one pipelined round trip); how many
+    were newer than what the read layout held."""
     expire_ms = _expire_ms(board)
     # The event bus decodes every message as JSON.
     message = orjson.dumps({"period": board.window.key})
 
     def build(pipe: Any) -> None:
-        for index, part in enumerate(board.keys.parts):
-            args = [arg for record in records for arg in record_args(board, record, index)]
-            apply_script.queue(pipe, part.script_keys, [expire_ms, *args])
+        for layout in board.layouts:
+            for index, part in enumerate(layout.keys.parts):
+                args = [arg for record in records for arg in record_args(board, layout, record, index)]
+                apply_script.queue(pipe, part.script_keys, [expire_ms, *args])
         if announce:
             services.keys.publish(pipe, board_changed_channel(services.keys, board.definition.id), message)
 
@@ -324,8 +361,11 @@ async def is_loaded(redis: Redis, board: Board) -> bool:
     return True
 
 
-async def rebuild(services: Services, board: Board) -> None:
-    """Load a period from its durable records. One caller rebuilds; concurrent callers wait for it.
+async def rebuild(
+    services: Services, board: Board, *, progress: Callable[[int], Awaitable[None]] | None = None
+) -> bool:
+    """Load a period's read layout from its durable records; whether this caller did. One caller
+    rebuilds; concurrent callers wait for it. `progress` hears how many records each chunk held.
 
     The keys are emptied before the records are read, so a score committed meanwhile is
     either in what is read or applied afterwards by its writer; versions settle the order.
@@ -334,22 +374,26 @@ async def rebuild(services: Services, board: Board) -> None:
     token = uuid.uuid4().hex
     if not await redis.set(keys.rebuild_lock, token, nx=True, px=REBUILD_LOCK_MS):
         await _wait_for_rebuild(redis, keys)
-        return
+        return False
     try:
         # Another caller may have finished a rebuild between our read and taking the lock.
         if await is_loaded(redis, board):
-            return
+            return False
         await redis.unlink(*keys.script_keys)
+        alone = board.only(board.layout)
         async with services.databases.main_session() as session:
             chunks = score_records(session, board_id=board.definition.id, period=board.window.key, chunk=REBUILD_CHUNK)
             async for chunk in chunks:
-                await apply(services, board, chunk, announce=False)
+                await apply(services, alone, chunk, announce=False)
                 await extend_lock_script.run(redis, [keys.rebuild_lock], [token, REBUILD_LOCK_MS])
+                if progress is not None:
+                    await progress(len(chunk))
         expire_ms = _expire_ms(board)
         async with redis.pipeline(transaction=False) as pipe:
             for part in keys.parts:
                 pipe.set(part.ready, board.window.key, pxat=expire_ms or None)
             await pipe.execute()
+        return True
     finally:
         await release_lock_script.run(redis, [keys.rebuild_lock], [token])
 

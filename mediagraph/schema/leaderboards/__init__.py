@@ -7,7 +7,8 @@ from strawberry.types import Info
 
 from mediagraph.context import Context
 from mediagraph.db.leaderboards import Leaderboard as LeaderboardRow
-from mediagraph.db.leaderboards import Period, ScoreOperator, SortOrder
+from mediagraph.db.leaderboards import LeaderboardRepartition as RepartitionRow
+from mediagraph.db.leaderboards import Period, RepartitionState, ScoreOperator, SortOrder
 from mediagraph.db.users import User as UserRow
 from mediagraph.ids import decode_id, snowflake_time, to_global_id
 from mediagraph.resolvers import leaderboards as resolvers
@@ -32,6 +33,51 @@ ScoreOperatorEnum = strawberry.enum(
 PeriodEnum = strawberry.enum(
     Period, name="LeaderboardPeriod", description="How often the board starts afresh (UTC; weeks start on Monday)."
 )
+
+RepartitionStateEnum = strawberry.enum(
+    RepartitionState,
+    name="LeaderboardRepartitionState",
+    description="COPYING: reads use the old bounds while the board is laid out again under the new ones; "
+    "SWITCHED: reads use the new bounds, the old layout is being retired; DONE.",
+)
+
+
+@strawberry.type(
+    description="A move of a board to new partition bounds, made while scores keep arriving; ranks stay exact "
+    "before, during and after it."
+)
+class LeaderboardRepartition(Node):
+    state: RepartitionStateEnum  # type: ignore[valid-type]
+    partition_bounds: list[float] = strawberry.field(description="The bounds the board moves to.")
+    previous_bounds: list[float]
+    moved_entries: Count = strawberry.field(description="Entries laid out under the new bounds so far.")
+    total_entries: Count = strawberry.field(
+        description="Entries to lay out: those of the periods held in Redis when the copy began (others are "
+        "laid out when first read)."
+    )
+    started_at: datetime
+    finished_at: datetime | None = strawberry.field(description="Null until the move is DONE.")
+
+    @classmethod
+    def from_row(cls, row: RepartitionRow) -> LeaderboardRepartition:
+        return cls(
+            id=strawberry.ID(to_global_id("LeaderboardRepartition", row.leaderboard_id, row.generation)),
+            state=row.phase,
+            partition_bounds=list(row.partition_bounds),
+            previous_bounds=list(row.previous_bounds),
+            moved_entries=row.moved_entries,
+            total_entries=max(row.total_entries, row.moved_entries),
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+async def _fetch_repartition(context: Context, board_id: int, generation: int) -> LeaderboardRepartition | None:
+    row = await definitions.repartition_by_key(context, board_id, generation)
+    return LeaderboardRepartition.from_row(row) if row is not None else None
+
+
+register_node("LeaderboardRepartition", _fetch_repartition, id_parts=2)
 
 
 def board_ids(board: Board) -> tuple[int, int]:
@@ -103,7 +149,10 @@ class LeaderboardEntryConnection:
         )
 
 
-@strawberry.type(description="A leaderboard as defined: immutable once created, since stored scores depend on it.")
+@strawberry.type(
+    description="A leaderboard as defined: immutable once created, since stored scores depend on it; only its "
+    "partition bounds may move (`repartitionLeaderboard`)."
+)
 class LeaderboardDefinition(Node):
     row: strawberry.Private[LeaderboardRow]
     name: str
@@ -135,6 +184,14 @@ class LeaderboardDefinition(Node):
     @strawberry.field(description="The period running now.")
     def current(self, info: Info[Context, None]) -> Leaderboard:
         return Leaderboard.of(resolvers.current_board(info.context.services, self.row))
+
+    @strawberry.field(
+        description="The newest move to other partition bounds (`repartitionLeaderboard`); null if the board "
+        "was never re-partitioned."
+    )
+    async def repartition(self, info: Info[Context, None]) -> LeaderboardRepartition | None:
+        row = await definitions.latest_repartition(info.context, self.row.id)
+        return LeaderboardRepartition.from_row(row) if row is not None else None
 
 
 async def _fetch_definition(context: Context, raw_id: int) -> LeaderboardDefinition | None:
@@ -339,6 +396,17 @@ class LeaderboardMutations:
             min_score=min_score,
             max_score=max_score,
         )
+        return LeaderboardDefinition.from_row(row)
+
+    @strawberry.mutation(
+        description="Move a leaderboard to new partition bounds while it keeps taking scores (service token). "
+        "Answers at once; the move runs in the background and `repartition` on the definition shows its "
+        "progress. Asking again for the move under way returns it; other bounds while one runs: CONFLICT."
+    )
+    async def repartition_leaderboard(
+        self, info: Info[Context, None], name: str, partition_bounds: list[float]
+    ) -> LeaderboardDefinition:
+        row = await definitions.repartition_leaderboard(info.context, name=name, partition_bounds=partition_bounds)
         return LeaderboardDefinition.from_row(row)
 
     @strawberry.mutation(
