@@ -247,24 +247,35 @@ def _drive(
         for target in targets:
             # Warm-up: connection pools, PostgreSQL's buffers, Node's JIT, cached documents.
             run_wrk(target.url, target.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS)
+    # Every read round first, then the writes: the writes leave work behind (views to flush, engagement
+    # events for the hot scores, plays to roll up) that mediagraph's workers take up for a while
+    # afterwards, on the same cores, while the peers have nothing of the kind to do; reads measured
+    # then would compare a busy server with an idle one.
+    for round_number in range(1, options.rounds + 1):
+        # Alternating which side goes first lets a shared machine's drifts hit both.
+        runs = [(workload, target) for workload in reads for target in (targets if round_number % 2 else targets[::-1])]
+        _measure_runs(runs, round_number, results, options, folder)
     for workload in writes:
         run_wrk(
             mediagraph.url, mediagraph.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS
         )
     for round_number in range(1, options.rounds + 1):
-        runs = [(workload, target) for workload in reads for target in (targets if round_number % 2 else targets[::-1])]
-        # Alternating which side goes first lets a shared machine's drifts hit both.
-        runs += [(workload, mediagraph) for workload in writes]
-        for workload, target in runs:
-            profile = options.profile and round_number == 1 and target is mediagraph
-            result = _measure(target, workload, options, folder if profile else None)
-            results.setdefault((workload.key, target.name), []).append(result)
-            console.print(
-                f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
-                f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
-                f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
-            )
+        _measure_runs([(workload, mediagraph) for workload in writes], round_number, results, options, folder)
     return results
+
+
+def _measure_runs(
+    runs: list[tuple[Workload, Target]], round_number: int, results: Results, options: Options, folder: Path
+) -> None:
+    for workload, target in runs:
+        profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME
+        result = _measure(target, workload, options, folder if profile else None)
+        results.setdefault((workload.key, target.name), []).append(result)
+        console.print(
+            f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
+            f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
+            f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
+        )
 
 
 def _measure(target: Target, workload: Workload, options: Options, profile_folder: Path | None) -> LoadResult:
