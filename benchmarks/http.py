@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
@@ -45,12 +46,18 @@ from benchmarks.servers import (
     postgraphile_server,
 )
 from benchmarks.wrk import INSTALL_HINT, Load, LoadResult, bodies_load, run_wrk, write_bodies, wrk_path
+from mediagraph.cli.runtime import open_services
+from mediagraph.db.endpoints import configured_endpoints
 from mediagraph.ids import to_global_id
+from mediagraph.settings import Settings
+from mediagraph.workers import measure_lags
 
 # By-id requests cycle through every row (up to this many), in random order: at these rates
 # an id comes back every several seconds, past any short-lived cache's bound.
 DISTINCT_IDS = 100_000
 WARM_UP_SECONDS = 2
+# The longest a measurement waits for the server's workers to catch up with earlier writes.
+SETTLE_SECONDS = 120.0
 # Sessions whose cursors are collected at once.
 WALKERS = 8
 MEDIAGRAPH_NAME = "mediagraph"
@@ -153,8 +160,6 @@ def run(options: Options) -> None:
                     )
                 )
                 targets.append(Target(peer.name, url, peer.dialect, {}))
-            for target in targets:
-                target.loads.update(_read_loads(target, reads, folder, ids, options))
             if writes:
                 data = http_writes.write_data(
                     folder, settings, media_ids=ids, user_ids=user_ids, likers=http_data.likers(user_ids)
@@ -162,9 +167,22 @@ def run(options: Options) -> None:
                 http_writes.define_board(mediagraph.url, data.service_token.read_text().strip())
                 all_writes = http_writes.loads(data)
                 mediagraph.loads.update({workload.key: all_writes[workload.key] for workload in writes})
+                # Before the sessions are walked: a walked cursor remembers the counts it saw, and pages
+                # replayed from it after thousands of counts moved would each report the same moves
+                # again (`omitted`), which a reader scrolling on never asks twice.
+                for workload in writes:
+                    run_wrk(
+                        mediagraph.url,
+                        mediagraph.loads[workload.key],
+                        connections=options.connections,
+                        seconds=WARM_UP_SECONDS,
+                    )
+                _settle(settings)
+            for target in targets:
+                target.loads.update(_read_loads(target, reads, folder, ids, options))
             load_before = os.getloadavg()[0]
             try:
-                results = _drive(targets, reads, writes, options, folder)
+                results = _drive(targets, reads, writes, options, folder, settings)
             finally:
                 # The request bodies are large and rebuilt every run; the servers' logs stay.
                 for target in targets:
@@ -239,7 +257,12 @@ Results = dict[tuple[str, str], list[LoadResult]]
 
 
 def _drive(
-    targets: list[Target], reads: list[Workload], writes: list[Workload], options: Options, folder: Path
+    targets: list[Target],
+    reads: list[Workload],
+    writes: list[Workload],
+    options: Options,
+    folder: Path,
+    settings: Settings,
 ) -> Results:
     results: Results = {}
     mediagraph = targets[0]
@@ -247,28 +270,21 @@ def _drive(
         for target in targets:
             # Warm-up: connection pools, PostgreSQL's buffers, Node's JIT, cached documents.
             run_wrk(target.url, target.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS)
-    # Every read round first, then the writes: the writes leave work behind (views to flush, engagement
-    # events for the hot scores, plays to roll up) that mediagraph's workers take up for a while
-    # afterwards, on the same cores, while the peers have nothing of the kind to do; reads measured
-    # then would compare a busy server with an idle one.
+    # Every read round before the writes, for the reason the writes warm up before the walks.
+    runs: list[tuple[int, Workload, Target]] = []
     for round_number in range(1, options.rounds + 1):
         # Alternating which side goes first lets a shared machine's drifts hit both.
-        runs = [(workload, target) for workload in reads for target in (targets if round_number % 2 else targets[::-1])]
-        _measure_runs(runs, round_number, results, options, folder)
-    for workload in writes:
-        run_wrk(
-            mediagraph.url, mediagraph.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS
-        )
+        order = targets if round_number % 2 else targets[::-1]
+        runs += [(round_number, workload, target) for workload in reads for target in order]
     for round_number in range(1, options.rounds + 1):
-        _measure_runs([(workload, mediagraph) for workload in writes], round_number, results, options, folder)
-    return results
-
-
-def _measure_runs(
-    runs: list[tuple[Workload, Target]], round_number: int, results: Results, options: Options, folder: Path
-) -> None:
-    for workload, target in runs:
-        profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME
+        runs += [(round_number, workload, mediagraph) for workload in writes]
+    for round_number, workload, target in runs:
+        if target is mediagraph:
+            # Writes leave work behind (views to flush, engagement events for the hot scores, plays
+            # to roll up) that mediagraph's workers take up afterwards on the same cores; the peers
+            # have nothing of the kind. Each measurement starts once the workers have caught up.
+            _settle(settings)
+        profile = options.profile and round_number == 1 and target is mediagraph
         result = _measure(target, workload, options, folder if profile else None)
         results.setdefault((workload.key, target.name), []).append(result)
         console.print(
@@ -276,6 +292,26 @@ def _measure_runs(
             f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
             f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
         )
+    return results
+
+
+def _settle(settings: Settings) -> None:
+    """Until the server's workers have taken up what earlier writes left (every backlog empty)."""
+    waited = asyncio.run(_wait_for_workers(settings))
+    if waited is None:
+        console.print(f"[yellow]the workers still had a backlog after {SETTLE_SECONDS:g} s; measuring anyway[/]")
+    elif waited >= 1:
+        console.print(f"(waited {waited:.1f} s for the workers to catch up)")
+
+
+async def _wait_for_workers(settings: Settings) -> float | None:
+    started = time.monotonic()
+    async with open_services(settings, configured_endpoints(settings)) as services:
+        while time.monotonic() - started < SETTLE_SECONDS:
+            if not any(lag.entries for lag in await measure_lags(services)):
+                return time.monotonic() - started
+            await asyncio.sleep(0.25)
+    return None
 
 
 def _measure(target: Target, workload: Workload, options: Options, profile_folder: Path | None) -> LoadResult:
