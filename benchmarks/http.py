@@ -167,17 +167,6 @@ def run(options: Options) -> None:
                 http_writes.define_board(mediagraph.url, data.service_token.read_text().strip())
                 all_writes = http_writes.loads(data)
                 mediagraph.loads.update({workload.key: all_writes[workload.key] for workload in writes})
-                # Before the sessions are walked: a walked cursor remembers the counts it saw, and pages
-                # replayed from it after thousands of counts moved would each report the same moves
-                # again (`omitted`), which a reader scrolling on never asks twice.
-                for workload in writes:
-                    run_wrk(
-                        mediagraph.url,
-                        mediagraph.loads[workload.key],
-                        connections=options.connections,
-                        seconds=WARM_UP_SECONDS,
-                    )
-                _settle(settings)
             for target in targets:
                 target.loads.update(_read_loads(target, reads, folder, ids, options))
             load_before = os.getloadavg()[0]
@@ -266,33 +255,44 @@ def _drive(
 ) -> Results:
     results: Results = {}
     mediagraph = targets[0]
+    # Every read before any write. A write leaves work behind: counts that move under the walked
+    # cursors (a replayed page would report the same moves in `omitted` again and again, which a
+    # reader scrolling on never asks), and background work that runs for minutes on the same cores
+    # (views to flush, engagement events, plays ending and rolled up). The peers have none of it.
+    _settle(settings)
     for workload in reads:
         for target in targets:
             # Warm-up: connection pools, PostgreSQL's buffers, Node's JIT, cached documents.
             run_wrk(target.url, target.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS)
-    # Every read round before the writes, for the reason the writes warm up before the walks.
-    runs: list[tuple[int, Workload, Target]] = []
     for round_number in range(1, options.rounds + 1):
         # Alternating which side goes first lets a shared machine's drifts hit both.
         order = targets if round_number % 2 else targets[::-1]
-        runs += [(round_number, workload, target) for workload in reads for target in order]
-    for round_number in range(1, options.rounds + 1):
-        runs += [(round_number, workload, mediagraph) for workload in writes]
-    for round_number, workload, target in runs:
-        if target is mediagraph:
-            # Writes leave work behind (views to flush, engagement events for the hot scores, plays
-            # to roll up) that mediagraph's workers take up afterwards on the same cores; the peers
-            # have nothing of the kind. Each measurement starts once the workers have caught up.
-            _settle(settings)
-        profile = options.profile and round_number == 1 and target is mediagraph
-        result = _measure(target, workload, options, folder if profile else None)
-        results.setdefault((workload.key, target.name), []).append(result)
-        console.print(
-            f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
-            f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
-            f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
+        for workload in reads:
+            for target in order:
+                _record(results, round_number, workload, target, options, folder)
+    for workload in writes:
+        run_wrk(
+            mediagraph.url, mediagraph.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS
         )
+    for round_number in range(1, options.rounds + 1):
+        for workload in writes:
+            # Each write starts once the workers have taken up what the writes before it left.
+            _settle(settings)
+            _record(results, round_number, workload, mediagraph, options, folder)
     return results
+
+
+def _record(
+    results: Results, round_number: int, workload: Workload, target: Target, options: Options, folder: Path
+) -> None:
+    profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME
+    result = _measure(target, workload, options, folder if profile else None)
+    results.setdefault((workload.key, target.name), []).append(result)
+    console.print(
+        f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
+        f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
+        f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
+    )
 
 
 def _settle(settings: Settings) -> None:
