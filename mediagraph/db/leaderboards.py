@@ -10,7 +10,6 @@ combined or ordered), except for its partition layout, which only a re-partition
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlmodel import Field, col
 
 from mediagraph.db.base import MainTable, snowflake_key, timestamp, utcnow
-from mediagraph.db.writes import StepWrites, WritePool
+from mediagraph.db.writes import PerPool, StepWrites, WritePool, rounds_without_repeats
 
 # Doubles hold every integer up to 2^53 exactly; scores are kept inside that range.
 MAX_EXACT_SCORE = float(2**53 - 1)
@@ -190,6 +189,13 @@ def _move_total() -> Any:
     )
 
 
+def _replaces(operator: ScoreOperator, order: SortOrder) -> str:
+    """When a SET or BEST submission (`excluded`) replaces the stored score (`s`), in SQL."""
+    if operator is ScoreOperator.SET:
+        return "excluded.score <> s.score"
+    return "excluded.score > s.score" if order is SortOrder.DESC else "excluded.score < s.score"
+
+
 @functools.cache
 def _single_upsert(operator: ScoreOperator, order: SortOrder) -> str:
     """`_upsert` for one submission, as the hot path's prepared statement (`db/writes.py`).
@@ -202,10 +208,7 @@ def _single_upsert(operator: ScoreOperator, order: SortOrder) -> str:
         changed = "excluded.score <> 0 AND s.score + excluded.score BETWEEN $7 AND $8"
     else:
         score = "excluded.score"
-        if operator is ScoreOperator.SET:
-            changed = "excluded.score <> s.score"
-        else:
-            changed = "excluded.score > s.score" if order is SortOrder.DESC else "excluded.score < s.score"
+        changed = _replaces(operator, order)
     return f"""
 INSERT INTO leaderboard_scores AS s (leaderboard_id, period, user_id, score, reached_id, version, updated_at)
 VALUES ($1, $2, $3, $4, $5, 1, $6)
@@ -252,10 +255,7 @@ def _many_upsert(operator: ScoreOperator, order: SortOrder) -> str:
     $1 boards, $2 periods, $3 users, $4 scores, $5 reached ids; $6 now."""
     if operator is ScoreOperator.INCREMENT:
         raise ValueError("INCREMENT boards record one submission per statement")
-    if operator is ScoreOperator.SET:
-        changed = "excluded.score <> s.score"
-    else:
-        changed = "excluded.score > s.score" if order is SortOrder.DESC else "excluded.score < s.score"
+    changed = _replaces(operator, order)
     return f"""
 INSERT INTO leaderboard_scores AS s (leaderboard_id, period, user_id, score, reached_id, version, updated_at)
 SELECT r.board, r.period, r.user_id, r.score, r.reached, 1, $6
@@ -298,7 +298,8 @@ class ScoreBatches:
     ) -> list[ScoreRecord | Exception | None]:
         results: list[ScoreRecord | Exception | None] = [None] * len(items)
         now = utcnow()
-        for round_ in _request_rounds(items):
+        rounds = rounds_without_repeats(items, lambda r: (r.board.id, r.period, r.submission.user_id))
+        for round_ in rounds:
             requests = [items[at] for at in round_]
             try:
                 rows = await self.writes.fetch(
@@ -326,29 +327,8 @@ class ScoreBatches:
         return results
 
 
-def _request_rounds(items: list[ScoreRequest]) -> list[list[int]]:
-    """Positions of `items` in statements where no (board, period, user) repeats, in order."""
-    rounds: list[list[int]] = []
-    seen: dict[tuple[int, str, int], int] = {}
-    for at, item in enumerate(items):
-        key = (item.board.id, item.period, item.submission.user_id)
-        number = seen.get(key, 0)
-        seen[key] = number + 1
-        if number == len(rounds):
-            rounds.append([])
-        rounds[number].append(at)
-    return rounds
-
-
-_score_batches: weakref.WeakKeyDictionary[WritePool, ScoreBatches] = weakref.WeakKeyDictionary()
-
-
-def score_batches(writes: WritePool) -> ScoreBatches:
-    """The process's score batches on this pool."""
-    found = _score_batches.get(writes)
-    if found is None:
-        found = _score_batches[writes] = ScoreBatches(writes)
-    return found
+# The process's score batches on a pool.
+score_batches = PerPool(ScoreBatches)
 
 
 def takes_one_statement(board: Leaderboard, score: float) -> bool:
@@ -375,7 +355,8 @@ async def record_scores(
     operator, now = board.score_operator, utcnow()
     incremented = operator is ScoreOperator.INCREMENT
     changed: list[ScoreRecord] = []
-    for round_ in _rounds(submissions):
+    for positions in rounds_without_repeats(submissions, lambda submission: submission.user_id):
+        round_ = [submissions[at] for at in positions]
         # A step larger than the whole range may move an existing total but never start one.
         usual = [_params(board, period, now, s) for s in round_ if not _outside(board, s.score)]
         rows: list[Any] = list((await session.execute(_upsert(operator, board.order), usual)).all()) if usual else []
@@ -405,18 +386,6 @@ def _params(board: Leaderboard, period: str, now: datetime, submission: Submissi
 
 def _outside(board: Leaderboard, score: float) -> bool:
     return board.score_operator is ScoreOperator.INCREMENT and not board.min_score <= score <= board.max_score
-
-
-def _rounds(submissions: Sequence[Submission]) -> list[list[Submission]]:
-    rounds: list[list[Submission]] = []
-    seen: dict[int, int] = {}
-    for submission in submissions:
-        number = seen.get(submission.user_id, 0)
-        seen[submission.user_id] = number + 1
-        if number == len(rounds):
-            rounds.append([])
-        rounds[number].append(submission)
-    return rounds
 
 
 def _returned(table: Any) -> tuple[Any, ...]:
@@ -543,7 +512,7 @@ WHERE leaderboard_id = :board_id AND generation = :generation AND state = :from_
 
 REPARTITION_PROGRESS = text(
     """
-UPDATE leaderboard_repartitions SET moved_entries = :moved, total_entries = greatest(total_entries, :moved)
+UPDATE leaderboard_repartitions SET moved_entries = :moved
 WHERE leaderboard_id = :board_id AND generation = :generation
 """
 )

@@ -11,7 +11,8 @@ read, a write is never repeated here when its connection dies: it may have commi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 import asyncpg
@@ -21,6 +22,7 @@ from mediagraph.observability import metrics
 from mediagraph.settings import Settings
 
 ItemT = TypeVar("ItemT")
+BatchesT = TypeVar("BatchesT")
 ResultT = TypeVar("ResultT")
 
 CONNECTION_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
@@ -56,17 +58,9 @@ class WritePool:
         return self._pool.get_size() - idle, idle
 
     async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
-        if self._pool is None:
-            raise RuntimeError("the write pool is not started")
-        for observe in self.observers:
-            observe(sql)
-        async with self._turns:
-            try:
-                return await self._pool.fetchrow(sql, *args)
-            except Exception as error:
-                metrics.count_postgres_error("main", error, disconnect=isinstance(error, CONNECTION_LOST))
-                raise
-
+        """The one row a statement returns (None when it returns none)."""
+        rows = await self.fetch(sql, *args)
+        return rows[0] if rows else None
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         if self._pool is None:
@@ -129,3 +123,32 @@ class StepWrites(Generic[ItemT, ResultT]):
 
 async def _keep_session(connection: asyncpg.Connection) -> None:
     """Released connections are not reset: single statements leave no session state behind."""
+
+
+def rounds_without_repeats(items: Sequence[ItemT], key: Callable[[ItemT], Hashable]) -> list[list[int]]:
+    """Positions of `items` in rounds where no key repeats, in order: one statement may touch
+    a row only once, so a second request for the same row waits for the next round."""
+    rounds: list[list[int]] = []
+    seen: dict[Hashable, int] = {}
+    for at, item in enumerate(items):
+        wanted = key(item)
+        number = seen.get(wanted, 0)
+        seen[wanted] = number + 1
+        if number == len(rounds):
+            rounds.append([])
+        rounds[number].append(at)
+    return rounds
+
+
+class PerPool(Generic[BatchesT]):
+    """One object per write pool for the process (a domain's step batches), made on first use."""
+
+    def __init__(self, make: Callable[[WritePool], BatchesT]) -> None:
+        self._make = make
+        self._made: weakref.WeakKeyDictionary[WritePool, BatchesT] = weakref.WeakKeyDictionary()
+
+    def __call__(self, writes: WritePool) -> BatchesT:
+        found = self._made.get(writes)
+        if found is None:
+            found = self._made[writes] = self._make(writes)
+        return found

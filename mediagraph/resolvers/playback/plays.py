@@ -21,7 +21,7 @@ from mediagraph.errors import BadUserInput
 from mediagraph.keys.playback import EPOCH, Entity, Kind, to_ms
 from mediagraph.keys.playback.scripts import PlaybackScripts, play_of
 from mediagraph.resolvers.pagination import Page, PageRequest, keyset_page
-from mediagraph.resolvers.playback import EARLIEST, LATEST, require_owner
+from mediagraph.resolvers.playback import check_time_range, require_owner
 
 
 @dataclass(frozen=True)
@@ -55,24 +55,12 @@ def _beyond(context: Context, entity: Entity, request: PageRequest) -> tuple[dat
         raise invalid from None
 
 
-def _range(since: datetime | None, until: datetime | None) -> None:
-    for name, moment in (("since", since), ("until", until)):
-        if moment is None:
-            continue
-        if moment.tzinfo is None:
-            raise BadUserInput(f"`{name}` needs a time zone, e.g. 2026-11-23T10:00:00Z.", argument=name)
-        if not EARLIEST <= moment < LATEST:
-            raise BadUserInput(f"`{name}` must be between 1970 and 3000.", argument=name)
-    if since is not None and until is not None and until <= since:
-        raise BadUserInput("`since` must be before `until`.", argument="since")
-
-
 async def plays(
     context: Context, entity: Entity, *, request: PageRequest, since: datetime | None, until: datetime | None
 ) -> Page[PlayRecord]:
     """Plays that started in [since, until), newest first; the channel owner's only."""
     require_owner(context, entity)
-    _range(since, until)
+    check_time_range(since, until, names=("since", "until"))
     statement = plays_page(
         stream=entity.id if entity.kind is Kind.STREAM else None,
         channel=entity.channel if entity.kind is Kind.CHANNEL else None,
