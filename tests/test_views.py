@@ -60,7 +60,10 @@ async def test_view_dedupe_keys_expire_after_the_window(http, gql, services, set
     token, _ = await create_user(gql)
     media = await create_media(http, token=token)
     await _view(http, media["id"], agent="expiring")
-    keys = [key async for key in services.redis.scan_iter(match=f"{settings.redis_prefix}views:*:seen:*")]
+    # This media's keys only: other tests' keys may expire between the scan and the TTL read.
+    _, media_id = from_global_id(media["id"])
+    pattern = f"{settings.redis_prefix}views:*:seen:{media_id}:*"
+    keys = [key async for key in services.redis.scan_iter(match=pattern)]
     ttls = [await services.redis.ttl(key) for key in keys]
     assert ttls
     assert all(0 < ttl <= settings.view_dedupe_seconds for ttl in ttls)
