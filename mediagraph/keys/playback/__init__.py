@@ -105,9 +105,7 @@ class Counter:
     @property
     def token(self) -> str:
         """The counter's name inside its channel: the member of the channel's dirty set."""
-        if self.granularity is None:
-            return f"{self.entity.short}:t"
-        return f"{self.entity.short}:{self.granularity.letter}:{self.index}"
+        return counter_token(self.entity.short, self.granularity, self.index)
 
     @classmethod
     def from_token(cls, channel_id: int, token: str) -> Counter:
@@ -126,19 +124,40 @@ class Counter:
         return STATE_RETENTION_SECONDS if self.granularity is None else RETENTION_SECONDS[self.granularity]
 
 
+def counter_token(entity_short: str, granularity: Granularity | None, index: int) -> str:
+    """`Counter.token`, for callers that name many counters at once without making them."""
+    if granularity is None:
+        return f"{entity_short}:t"
+    return f"{entity_short}:{granularity.letter}:{index}"
+
+
 def _tag(channel_id: int) -> str:
     return f"{{{channel_id}}}"
+
+
+def channel_prefix(keys: KeySpace, channel_id: int) -> str:
+    """How every key of a channel begins (its hash tag); the rest names the key in the channel."""
+    return keys.key("playback", _tag(channel_id), "")
 
 
 def counter_key(keys: KeySpace, counter: Counter) -> str:
     """A hash: `n` (plays), `peak` (most concurrent viewers), `id` (this key's generation),
     and on a total also `lv`/`v` (the live count last published and its version)."""
-    return keys.key("playback", _tag(counter.entity.channel), counter.token)
+    return counter_key_in(channel_prefix(keys, counter.entity.channel), counter.token)
+
+
+def counter_key_in(prefix: str, token: str) -> str:
+    """The key of the counter `token` in the channel whose keys begin with `prefix`."""
+    return prefix + token
 
 
 def live_key(keys: KeySpace, entity: Entity) -> str:
     """A sorted set: session id -> when the server last heard from it (ms)."""
-    return keys.key("playback", _tag(entity.channel), entity.short, "live")
+    return live_key_in(channel_prefix(keys, entity.channel), entity.short)
+
+
+def live_key_in(prefix: str, entity_short: str) -> str:
+    return f"{prefix}{entity_short}:live"
 
 
 def session_key(keys: KeySpace, channel_id: int, session_id: str) -> str:

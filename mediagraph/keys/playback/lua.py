@@ -77,38 +77,29 @@ if not first and record[5] then
   if played > last_played then gap = math.min(played - last_played, tonumber(ARGV[30])) end
 end
 
-local function ensure(key, token, ttl)
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('HSET', key, 'id', ARGV[8], 'n', 0, 'peak', 0)
-    redis.call('EXPIRE', key, ttl)
-  end
-  redis.call('SADD', KEYS[3], token)
-end
+-- Tokens to name in the dirty set, added in one SADD at the end.
+local dirty = {}
 
 local function entity(base, argbase)
   local total = KEYS[base]
-  if redis.call('EXISTS', total) == 0 then
+  local state = redis.call('HMGET', total, 'id', 'lv', 'v')
+  if not state[1] then
     redis.call('HSET', total, 'id', ARGV[8], 'n', 0, 'peak', 0, 'lv', 0, 'v', 0)
+    state = {ARGV[8], '0', '0'}
   end
   redis.call('EXPIRE', total, ARGV[argbase + 1])
-  if counts[1] then
-    redis.call('SADD', KEYS[3], ARGV[argbase])
-    redis.call('HINCRBY', total, 'n', 1)
-  end
-  if gap > 0 then
-    redis.call('SADD', KEYS[3], ARGV[argbase])
-    redis.call('HINCRBY', total, 'w', gap)
-  end
+  if counts[1] or gap > 0 then dirty[#dirty + 1] = ARGV[argbase] end
+  if counts[1] then redis.call('HINCRBY', total, 'n', 1) end
+  if gap > 0 then redis.call('HINCRBY', total, 'w', gap) end
   local live = KEYS[base + 1]
   local window = tonumber(ARGV[7])
   redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. (now - window))
   redis.call('ZADD', live, 'GT', now, ARGV[1])
   redis.call('PEXPIRE', live, window * 2)
   local viewers = redis.call('ZCARD', live)
-  local state = redis.call('HMGET', total, 'lv', 'v')
-  local version = tonumber(state[2]) or 0
+  local version = tonumber(state[3]) or 0
   local changed = 0
-  if tonumber(state[1]) ~= viewers then
+  if tonumber(state[2]) ~= viewers then
     version = math.max(version + 1, now)
     redis.call('HSET', total, 'lv', viewers, 'v', version)
     changed = 1
@@ -116,19 +107,35 @@ local function entity(base, argbase)
   for g = 1, 3 do
     local key = KEYS[base + 1 + g]
     local token, ttl = ARGV[argbase + 2 * g], ARGV[argbase + 2 * g + 1]
+    local bucket = redis.call('HMGET', key, 'id', 'peak')
+    local peak = tonumber(bucket[2]) or -1
+    local named = false
+    -- A bucket written to exists (with this generation when created now) and is named dirty.
+    local function ensure()
+      if not bucket[1] then
+        redis.call('HSET', key, 'id', ARGV[8], 'n', 0, 'peak', 0)
+        redis.call('EXPIRE', key, ttl)
+        bucket[1] = ARGV[8]
+        peak = 0
+      end
+      if not named then
+        dirty[#dirty + 1] = token
+        named = true
+      end
+    end
     if counts[g + 1] then
-      ensure(key, token, ttl)
+      ensure()
       redis.call('HINCRBY', key, 'n', 1)
       if viewer == '' or redis.call('HSETNX', key, 'v' .. viewer, 1) == 1 then
         redis.call('HINCRBY', key, 'u', 1)
       end
     end
     if gap > 0 then
-      ensure(key, token, ttl)
+      ensure()
       redis.call('HINCRBY', key, 'w', gap)
     end
-    if current and viewers > (tonumber(redis.call('HGET', key, 'peak')) or -1) then
-      ensure(key, token, ttl)
+    if current and viewers > peak then
+      ensure()
       redis.call('HSET', key, 'peak', viewers)
     end
   end
@@ -137,17 +144,20 @@ end
 
 local stream = entity(4, 12)
 local channel = entity(9, 20)
-redis.call('HSET', KEYS[1], 'media', ARGV[2], 'm', math.max(index[1], last[1]),
-  'h', math.max(index[2], last[2]), 'd', math.max(index[3], last[3]))
+local counted_in = {'media', ARGV[2], 'm', math.max(index[1], last[1]),
+  'h', math.max(index[2], last[2]), 'd', math.max(index[3], last[3])}
 if first then
-  redis.call('HSET', KEYS[1], 'st', played, 'lp', played, 'w', 0, 'vw', viewer)
-  redis.call('SADD', KEYS[3], 'p:' .. ARGV[1])
+  for _, field in ipairs({'st', played, 'lp', played, 'w', 0, 'vw', viewer}) do counted_in[#counted_in + 1] = field end
+  dirty[#dirty + 1] = 'p:' .. ARGV[1]
 elseif gap > 0 then
-  redis.call('HSET', KEYS[1], 'lp', played)
+  counted_in[#counted_in + 1] = 'lp'
+  counted_in[#counted_in + 1] = played
   redis.call('HINCRBY', KEYS[1], 'w', gap)
-  redis.call('SADD', KEYS[3], 'p:' .. ARGV[1])
+  dirty[#dirty + 1] = 'p:' .. ARGV[1]
 end
+redis.call('HSET', KEYS[1], unpack(counted_in))
 redis.call('EXPIRE', KEYS[1], ARGV[9])
+if #dirty > 0 then redis.call('SADD', KEYS[3], unpack(dirty)) end
 local flags = {}
 for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
 -- What the bus would publish (`resolvers/playback`), in the same round trip.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -29,15 +29,21 @@ from redis.asyncio.client import Pipeline
 from mediagraph.keys import KeySpace
 from mediagraph.keys.playback import (
     GRANULARITIES,
+    RETENTION_SECONDS,
+    STATE_RETENTION_SECONDS,
     Counter,
     Entity,
     bucket_index,
+    channel_prefix,
     churn_key,
     counter_key,
+    counter_key_in,
+    counter_token,
     dirty_index_key,
     dirty_key,
     live_channel,
     live_key,
+    live_key_in,
     session_claim_key,
     session_key,
     stats_channel,
@@ -183,37 +189,29 @@ class PlaybackScripts:
         renewed in the same round trip instead of before it; should the binding have changed
         meanwhile, SessionConflict is raised after all."""
         stream = beat.stream
-        channel = Entity.of_channel(stream.channel)
-        indexes = [bucket_index(beat.played_ms, g) for g in GRANULARITIES]
+        minute = _minute_of(self.keys, stream, bucket_index(beat.played_ms, GRANULARITIES[0]))
         keys = [
             session_key(self.keys, stream.channel, beat.session_id),
             churn_key(self.keys, stream.channel, beat.address),
-            dirty_key(self.keys, stream.channel),
+            *minute.keys,
         ]
         args: list[str | int] = [
             beat.session_id,
             stream.id,
-            *indexes,
+            *minute.indexes,
             beat.now_ms,
             live_window_ms,
             beat.generation,
             session_ttl_seconds,
             churn_limit,
             churn_window_seconds,
+            *minute.counters,
+            beat.played_ms,
+            "" if beat.viewer_id is None else beat.viewer_id,
+            WATCH_GAP_CAP_MS,
+            *minute.channels,
         ]
-        for entity in (stream, channel):
-            counters = [Counter(entity), *(Counter(entity, g, i) for g, i in zip(GRANULARITIES, indexes, strict=True))]
-            keys += [counter_key(self.keys, counters[0]), live_key(self.keys, entity)]
-            keys += [counter_key(self.keys, counter) for counter in counters[1:]]
-            for counter in counters:
-                args += [counter.token, counter.retention_seconds]
-        args += [beat.played_ms, "" if beat.viewer_id is None else beat.viewer_id, WATCH_GAP_CAP_MS]
         publish = not self.keys.sharded_pubsub
-        if publish:
-            args += [live_channel(self.keys, stream), live_channel(self.keys, channel)]
-            args += [stats_channel(self.keys, stream), stats_channel(self.keys, channel)]
-        else:
-            args += ["", "", "", ""]
         if claim:
             keys.append(session_claim_key(self.keys, beat.session_id))
             args.append(stream.channel)
@@ -305,6 +303,50 @@ class PlaybackScripts:
         for session, raw in copied:
             args += [PLAY_TOKEN_PREFIX + session, raw[2] or b"", raw[3] or b""]
         return int(await FORGET_PLAYS_SCRIPT.run(self.redis, keys, args))
+
+
+# An entity's total, minute, hour and day counters keep this long (Counter.retention_seconds).
+RETENTIONS = (STATE_RETENTION_SECONDS, *(RETENTION_SECONDS[g] for g in GRANULARITIES))
+
+
+class _StreamMinute(NamedTuple):
+    """What every heartbeat of one stream in one minute passes the script alike."""
+
+    # The dirty set, then per entity (stream, channel): total, live set, minute, hour, day.
+    keys: tuple[str, ...]
+    # The minute, hour and day indexes.
+    indexes: tuple[int, int, int]
+    # Per entity: each counter's token and retention.
+    counters: tuple[str | int, ...]
+    # The live and stats channels the script publishes to ('' where the caller publishes).
+    channels: tuple[str, ...]
+
+
+def _minute_of(keys: KeySpace, stream: Entity, minute: int) -> _StreamMinute:
+    # Every heartbeat names ten counters: built from their channel's key prefix and tokens
+    # directly, without a Counter each (that cost more than packing the command).
+    prefix = channel_prefix(keys, stream.channel)
+    indexes = (minute, minute // 60, minute // 1440)
+    names = [dirty_key(keys, stream.channel)]
+    counters: list[str | int] = []
+    for short in (stream.short, "c"):
+        tokens = [counter_token(short, None, 0)]
+        tokens += [counter_token(short, g, i) for g, i in zip(GRANULARITIES, indexes, strict=True)]
+        names += [counter_key_in(prefix, tokens[0]), live_key_in(prefix, short)]
+        names += [counter_key_in(prefix, token) for token in tokens[1:]]
+        for token, retention in zip(tokens, RETENTIONS, strict=True):
+            counters += [token, retention]
+    if keys.sharded_pubsub:
+        channels: tuple[str, ...] = ("", "", "", "")
+    else:
+        channel = Entity.of_channel(stream.channel)
+        channels = (
+            live_channel(keys, stream),
+            live_channel(keys, channel),
+            stats_channel(keys, stream),
+            stats_channel(keys, channel),
+        )
+    return _StreamMinute(tuple(names), indexes, tuple(counters), channels)
 
 
 def value_of(counter: Counter, raw: RawCounter) -> CounterValue | None:
