@@ -10,6 +10,12 @@ token) in each:
   accept them, minus its work).
 wrk drives each in turn with the same by-id requests for several rounds, the order
 rotating each round, so a shared machine's drifts spread over all three.
+
+Each round starts every server afresh. One Python process runs a few per cent faster
+or slower than another running the same code (its hash seed and memory layout): four
+identical servers measured side by side for four rounds kept their places, spanning
+0.89x to 1.00x. A server kept for the whole run would carry its luck into every round
+and pass it off as the variant's cost; fresh ones spread it over the rounds.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -135,16 +141,12 @@ def run(options: Options) -> None:
         ]
         results: dict[str, list[LoadResult]] = {variant.name: [] for variant in variants}
         try:
-            with ExitStack() as stack:
-                urls = {variant.name: stack.enter_context(_server(settings, variant, folder)) for variant in variants}
-                for variant in variants:
-                    run_wrk(urls[variant.name], load, connections=options.connections, seconds=WARM_UP_SECONDS)
-                for round_number in range(options.rounds):
-                    shift = round_number % len(variants)
-                    for variant in variants[shift:] + variants[:shift]:
-                        result = run_wrk(
-                            urls[variant.name], load, connections=options.connections, seconds=options.seconds
-                        )
+            for round_number in range(options.rounds):
+                shift = round_number % len(variants)
+                for variant in variants[shift:] + variants[:shift]:
+                    with _server(settings, variant, folder) as url:
+                        run_wrk(url, load, connections=options.connections, seconds=WARM_UP_SECONDS)
+                        result = run_wrk(url, load, connections=options.connections, seconds=options.seconds)
                         results[variant.name].append(result)
                         console.print(
                             f"round {round_number + 1}/{options.rounds} {variant.name:<24} "

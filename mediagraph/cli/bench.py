@@ -236,8 +236,10 @@ def http(
 @bench.command("tracing")
 def tracing(
     media: Annotated[int, typer.Option(min=100, help="Rows in the media table (each read by id in turn).")] = 20_000,
-    seconds: Annotated[float, typer.Option(min=1, help="Length of each measured run.")] = 15,
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds; each runs every server once, order rotating.")] = 5,
+    seconds: Annotated[float, typer.Option(min=1, help="Length of each measured run.")] = 10,
+    rounds: Annotated[
+        int, typer.Option(min=1, help="Rounds; each starts every server afresh and runs it once, order rotating.")
+    ] = 9,
     connections: Annotated[int, typer.Option(min=1, help="Concurrent keep-alive connections.")] = 64,
 ) -> None:
     """media(id:) with OpenTelemetry absent, installed but off, and on: what tracing costs (metrics on in all)."""
