@@ -152,15 +152,15 @@ def _packed(args: tuple[Any, ...]) -> bytes:
 
 
 class PackedConnection(HiredisPacking, Connection):
-    pass
+    """TCP (`redis://`)."""
 
 
 class PackedSSLConnection(HiredisPacking, SSLConnection):
-    pass
+    """TLS (`rediss://`)."""
 
 
 class PackedUnixConnection(HiredisPacking, UnixDomainSocketConnection):
-    pass
+    """A Unix socket (`unix://`, the embedded Redis)."""
 
 
 PACKED_CONNECTIONS: dict[type[AbstractConnection], type[AbstractConnection]] = {

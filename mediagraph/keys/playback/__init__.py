@@ -121,7 +121,12 @@ class Counter:
 
     @property
     def retention_seconds(self) -> int:
-        return STATE_RETENTION_SECONDS if self.granularity is None else RETENTION_SECONDS[self.granularity]
+        return retention_of(self.granularity)
+
+
+def retention_of(granularity: Granularity | None) -> int:
+    """How long Redis keeps a counter: an entity's total (None) or one of its buckets."""
+    return STATE_RETENTION_SECONDS if granularity is None else RETENTION_SECONDS[granularity]
 
 
 def counter_token(entity_short: str, granularity: Granularity | None, index: int) -> str:

@@ -29,10 +29,9 @@ from redis.asyncio.client import Pipeline
 from mediagraph.keys import KeySpace
 from mediagraph.keys.playback import (
     GRANULARITIES,
-    RETENTION_SECONDS,
-    STATE_RETENTION_SECONDS,
     Counter,
     Entity,
+    Granularity,
     bucket_index,
     channel_prefix,
     churn_key,
@@ -44,6 +43,7 @@ from mediagraph.keys.playback import (
     live_channel,
     live_key,
     live_key_in,
+    retention_of,
     session_claim_key,
     session_key,
     stats_channel,
@@ -189,7 +189,7 @@ class PlaybackScripts:
         renewed in the same round trip instead of before it; should the binding have changed
         meanwhile, SessionConflict is raised after all."""
         stream = beat.stream
-        minute = _minute_of(self.keys, stream, bucket_index(beat.played_ms, GRANULARITIES[0]))
+        minute = _minute_of(self.keys, stream, beat.played_ms)
         keys = [
             session_key(self.keys, stream.channel, beat.session_id),
             churn_key(self.keys, stream.channel, beat.address),
@@ -305,10 +305,6 @@ class PlaybackScripts:
         return int(await FORGET_PLAYS_SCRIPT.run(self.redis, keys, args))
 
 
-# An entity's total, minute, hour and day counters keep this long (Counter.retention_seconds).
-RETENTIONS = (STATE_RETENTION_SECONDS, *(RETENTION_SECONDS[g] for g in GRANULARITIES))
-
-
 class _StreamMinute(NamedTuple):
     """What every heartbeat of one stream in one minute passes the script alike."""
 
@@ -322,24 +318,29 @@ class _StreamMinute(NamedTuple):
     channels: tuple[str, ...]
 
 
-def _minute_of(keys: KeySpace, stream: Entity, minute: int) -> _StreamMinute:
+def _minute_of(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinute:
     # Every heartbeat names ten counters: built from their channel's key prefix and tokens
     # directly, without a Counter each (that cost more than packing the command).
+    channel = Entity.of_channel(stream.channel)
     prefix = channel_prefix(keys, stream.channel)
-    indexes = (minute, minute // 60, minute // 1440)
+    indexes = (
+        bucket_index(played_ms, Granularity.MINUTE),
+        bucket_index(played_ms, Granularity.HOUR),
+        bucket_index(played_ms, Granularity.DAY),
+    )
     names = [dirty_key(keys, stream.channel)]
     counters: list[str | int] = []
-    for short in (stream.short, "c"):
-        tokens = [counter_token(short, None, 0)]
-        tokens += [counter_token(short, g, i) for g, i in zip(GRANULARITIES, indexes, strict=True)]
-        names += [counter_key_in(prefix, tokens[0]), live_key_in(prefix, short)]
-        names += [counter_key_in(prefix, token) for token in tokens[1:]]
-        for token, retention in zip(tokens, RETENTIONS, strict=True):
-            counters += [token, retention]
+    for short in (stream.short, channel.short):
+        total = counter_token(short, None, 0)
+        names += [counter_key_in(prefix, total), live_key_in(prefix, short)]
+        counters += [total, retention_of(None)]
+        for granularity, index in zip(GRANULARITIES, indexes, strict=True):
+            token = counter_token(short, granularity, index)
+            names.append(counter_key_in(prefix, token))
+            counters += [token, retention_of(granularity)]
     if keys.sharded_pubsub:
         channels: tuple[str, ...] = ("", "", "", "")
     else:
-        channel = Entity.of_channel(stream.channel)
         channels = (
             live_channel(keys, stream),
             live_channel(keys, channel),
