@@ -47,21 +47,30 @@ class _Channels:
             self.inbox.get_nowait()
         self.inbox.put_nowait(item)
 
-    async def _pump(self, channel: str) -> None:
+    async def _pump(self, channel: str, attached: asyncio.Event) -> None:
         try:
             async with self.services.bus.subscribe(channel) as events:
+                attached.set()
                 async for payload in events:
                     self._put(payload)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             self._put(error)
+        finally:
+            attached.set()
 
-    def listen_to(self, channels: set[str]) -> None:
+    async def listen_to(self, channels: set[str]) -> None:
+        """Returns once every new channel is subscribed, so what is published next is heard."""
         for channel in set(self.pumps) - channels:
             self.pumps.pop(channel).cancel()
+        attaching: list[asyncio.Event] = []
         for channel in channels - set(self.pumps):
-            self.pumps[channel] = asyncio.create_task(self._pump(channel))
+            attached = asyncio.Event()
+            attaching.append(attached)
+            self.pumps[channel] = asyncio.create_task(self._pump(channel, attached))
+        for attached in attaching:
+            await attached.wait()
 
     async def close(self) -> None:
         for task in self.pumps.values():
@@ -78,10 +87,13 @@ async def newsfeed_post_ids(services: Services, viewer_id: int) -> AsyncIterator
 
     async def resubscribe() -> None:
         celebrities = await followed_celebrities(services, viewer_id)
-        channels.listen_to({own, *(author_posts_channel(services.keys, author) for author in celebrities)})
+        await channels.listen_to({own, *(author_posts_channel(services.keys, author) for author in celebrities)})
 
     seen: OrderedDict[int, None] = OrderedDict()
     try:
+        # The viewer's own channel first, then their follows: a follow committed after
+        # the read below is announced on a channel already heard.
+        await channels.listen_to({own})
         await resubscribe()
         while True:
             item = await channels.inbox.get()
