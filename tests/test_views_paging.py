@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mediagraph.dataloaders.views import view_buffer
+from mediagraph.db.media import with_tags
+from mediagraph.db.views import pages
 from mediagraph.ids import EPOCH_MS, NODE_BITS, SEQUENCE_BITS, from_global_id
 from mediagraph.keys.paging import PageSessions
 from mediagraph.resolvers.media import TagMatch
@@ -437,3 +439,38 @@ async def test_a_ranked_page_reads_its_items_uploaders_at_once(http, gql, servic
     second = (await gql.ok(WITH_UPLOADERS, {"tags": [tag], "after": after}))["mediaList"]
     assert second["edges"] == []
     assert [(item["id"], item["uploader"]) for item in second["omitted"]] == [media[2]]
+
+
+async def test_later_pages_asked_at_once_share_one_statement_and_each_gets_its_own(http, gql, services, count_queries):
+    token, _ = await create_user(gql)
+    tag = unique_name("batch")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(9)]
+    for media_id, views in zip(media, range(9, 0, -1), strict=True):
+        await record_views(http, media_id=media_id, count=views)
+    await _settle(services)
+    where = with_tags([tag], all_of=True)
+    raw = [from_global_id(media_id)[1] for media_id in media]
+    # Positions of three sessions at different depths, two of them with a scan that still has changes ahead.
+    asks = [((9 - at, raw[at]), (0, 0) if at % 2 else (1 << 40, 0)) for at in (0, 3, 6)]
+
+    async def read(position, scan_after):
+        return await pages.later_page(
+            services.databases.main_reads,
+            pages.RankedBy.VIEWS,
+            where,
+            position=position,
+            scan_after=scan_after,
+            limit=3,
+            scan_limit=100,
+        )
+
+    alone = [await read(position, scan_after) for position, scan_after in asks]
+    count_queries.clear()
+    together = await asyncio.gather(*(read(position, scan_after) for position, scan_after in asks))
+    assert len(count_queries) == 1, count_queries
+    for mine, theirs in zip(together, alone, strict=True):
+        assert [row["id"] for row in mine.rows] == [row["id"] for row in theirs.rows]
+        assert mine.omitted == theirs.omitted
+    assert [[row["id"] for row in read.rows] for read in together] == [raw[1:4], raw[4:7], raw[7:9]]
+    scans = [read.omitted.ids if read.omitted is not None else None for read in together]
+    assert [sorted(ids) if ids is not None else None for ids in scans] == [[], sorted(raw[:3]), []]

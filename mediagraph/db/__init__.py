@@ -16,7 +16,9 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        without tags, and a user's media; `db/views/pages.py`, `db/reads.py`), each row
        with its counts in the page's own statement (`COUNTED_MEDIA`), the uploaders of a
        page in one batched read, and `media(id:)` with its counts (`db/views/store.py`);
-       a page writes nothing to PostgreSQL (its pagination session lives in Redis);
+       the pages of one list asked during one event-loop step share one statement
+       (`NewestPages`, `LaterPages`); a page writes nothing to PostgreSQL (its
+       pagination session lives in Redis);
        writes: `likeMedia`/`unlikeMedia` (`db/views/likes.py`) and `submitScore`
        (`db/leaderboards.py`), prepared statements on the write
        pool (`databases.main_writes`, `db/writes.py`; the requests of one event-loop

@@ -24,6 +24,7 @@ from mediagraph.settings import Settings
 
 WantedT = TypeVar("WantedT")
 ResultT = TypeVar("ResultT")
+BatchesT = TypeVar("BatchesT", bound="StepBatches[Any, Any]")
 
 # The highest id a page may hold when it starts from the top: ids never exceed it.
 LAST_ID = MAX_ID
@@ -102,23 +103,24 @@ class ReadPool:
 
     async def fetch_keyed(self, sql: str, key: str, keys: Sequence[Hashable]) -> dict[Any, asyncpg.Record]:
         """Rows of `sql` (`... WHERE <key> = ANY($1)`) by key, merged with other requests' lookups."""
-        batches = self._batches.get(sql)
-        if batches is None:
-            batches = self._batches[sql] = KeyedBatches(self, sql, key)
-        return await batches.ask(keys)
+        return await self.batches(sql, lambda: KeyedBatches(self, sql, key)).ask(keys)
 
     async def fetch_newest_page(
         self, select: str, where: Where, *, before: int | None, limit: int
     ) -> list[asyncpg.Record]:
         """`select WHERE where [AND id < before] ORDER BY id DESC LIMIT limit`, merged with other requests' pages."""
-        key = (select, where.sql(), where.key(), limit)
+        batches = self.batches((select, where.sql(), where.key(), limit), lambda: NewestPages(self, select, where, limit))
+        upto = before - 1 if before is not None else LAST_ID
+        return await batches.ask(upto)
+
+    def batches(self, key: Hashable, make: Callable[[], BatchesT]) -> BatchesT:
+        """The batcher of `key` (a statement and whatever else its rows depend on), made on first use."""
         batches = self._batches.get(key)
         if batches is None:
             if len(self._batches) >= MAX_BATCHERS:
                 self._batches.clear()
-            batches = self._batches[key] = NewestPages(self, select, where, limit)
-        upto = before - 1 if before is not None else LAST_ID
-        return await batches.ask(upto)
+            batches = self._batches[key] = make()
+        return batches  # type: ignore[return-value]
 
 
 class StepBatches(Generic[WantedT, ResultT]):

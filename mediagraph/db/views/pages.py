@@ -7,6 +7,10 @@ below the cursor and (after the first page) the ids of media above the cursor th
 the sync changed since the cursor's generation, the candidates for `omitted`. Which of
 them the session already delivered is Redis's to say (`keys/paging.py`); PostgreSQL
 holds no session state, so a page never writes.
+
+Later pages asked during one event-loop step (by any sessions, at any depths) of the same
+list and size are read together, in one statement over their positions (`LaterPages`,
+as `db/reads.py` merges newest pages): a round trip and a parse per step, not per page.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
+from typing import Any
 
 import asyncpg
 
 from mediagraph.db.media import Media
-from mediagraph.db.reads import LAST_ID, ReadPool
+from mediagraph.db.reads import LAST_ID, ReadPool, StepBatches
 from mediagraph.db.rows import Where
 
 
@@ -41,10 +46,10 @@ COUNTED_MEDIA = (
 )
 
 
-def _rows(by: RankedBy, where: Where, *, limit: int, where_from: int, below: bool) -> str:
-    """Media rows with their counts in rank order (below the position `($1, $2)` when `below`), at most `limit`."""
+def _rows(by: RankedBy, where: Where, *, limit: int, where_from: int, below: str | None) -> str:
+    """Media rows with their counts in rank order (below the position `below`, e.g. `($1, $2)`), at most `limit`."""
     column = by.value
-    position = f"(m.{column}, m.id) < ($1, $2) AND " if below else ""
+    position = f"(m.{column}, m.id) < {below} AND " if below else ""
     return (
         f"{COUNTED_MEDIA} WHERE {position}{where.sql(first=where_from)} "
         f"ORDER BY m.{column} DESC, m.id DESC LIMIT {int(limit)}"
@@ -59,35 +64,41 @@ def _first_page_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int) -> str
     where = Where(where_sql)
     return (
         f"SELECT g.generation, p.* FROM ({GENERATION}) g "
-        f"LEFT JOIN LATERAL ({_rows(by, where, limit=limit, where_from=1, below=False)}) p ON true "
+        f"LEFT JOIN LATERAL ({_rows(by, where, limit=limit, where_from=1, below=None)}) p ON true "
         f"ORDER BY p.{by.value} DESC, p.id DESC"
     )
 
 
 @cache
-def _later_page_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int, scan_limit: int) -> str:
-    # $1, $2 the cursor's position; $3, $4 where the scan for changes resumes (generation, id).
-    # The scan reads in (generation, id) order, so one cut at its limit has seen every change
-    # up to its last (see `OmittedScan.resume_after`).
+def _later_pages_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int, scan_limit: int) -> str:
+    # One row of `w` per page asked for in this event-loop step ($1..$4 arrays): the cursor's
+    # position (count, id) and where its scan for changes resumes (generation, id). The scan
+    # reads in (generation, id) order, so one cut at its limit has seen every change up to
+    # its last (see `OmittedScan.resume_after`).
     where = Where(where_sql)
     column = by.value
     changed = (
-        f"SELECT m.id, m.sort_generation FROM media m WHERE (m.sort_generation, m.id) > ($3, $4) "
-        f"AND (m.{column}, m.id) > ($1, $2) AND {where.sql(first=5)} "
+        f"SELECT m.id, m.sort_generation FROM media m "
+        f"WHERE (m.sort_generation, m.id) > (w.scan_generation, w.scan_id) "
+        f"AND (m.{column}, m.id) > (w.at_count, w.at_id) AND {where.sql(first=5)} "
         f"ORDER BY m.sort_generation, m.id LIMIT {int(scan_limit)}"
     )
+    rows = _rows(by, where, limit=limit, where_from=5, below="(w.at_count, w.at_id)")
     return (
-        f"SELECT g.generation, o.ids AS omitted_ids, o.generations AS omitted_generations, p.* "
-        f"FROM ({GENERATION}) g CROSS JOIN LATERAL (SELECT array_agg(c.id ORDER BY c.sort_generation, c.id) AS ids, "
+        f"SELECT w.slot, g.generation, o.ids AS omitted_ids, o.generations AS omitted_generations, p.* "
+        f"FROM ({GENERATION}) g "
+        "CROSS JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) "
+        "WITH ORDINALITY AS w(at_count, at_id, scan_generation, scan_id, slot) "
+        f"CROSS JOIN LATERAL (SELECT array_agg(c.id ORDER BY c.sort_generation, c.id) AS ids, "
         f"array_agg(c.sort_generation ORDER BY c.sort_generation, c.id) AS generations FROM ({changed}) c) o "
-        f"LEFT JOIN LATERAL ({_rows(by, where, limit=limit, where_from=5, below=True)}) p ON true "
-        f"ORDER BY p.{column} DESC, p.id DESC"
+        f"LEFT JOIN LATERAL ({rows}) p ON true "
+        f"ORDER BY w.slot, p.{column} DESC, p.id DESC"
     )
 
 
 @cache
 def _below_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int) -> str:
-    return _rows(by, Where(where_sql), limit=limit, where_from=3, below=True)
+    return _rows(by, Where(where_sql), limit=limit, where_from=3, below="($1, $2)")
 
 
 # Where a scan for changes starts: after this (generation, id). A whole generation is (g, LAST_ID).
@@ -147,13 +158,38 @@ async def later_page(
     limit: int,
     scan_limit: int,
 ) -> RankedRead:
-    sql = _later_page_sql(by, where.clauses, limit, scan_limit)
-    records = await reads.fetch(sql, *position, *scan_after, *where.args)
+    """A page below `position` and the changes above it, read with the other later pages of
+    this event-loop step (of the same list and size) in one statement."""
+    sql = _later_pages_sql(by, where.clauses, limit, scan_limit)
+    batches = reads.batches((sql, where.key()), lambda: LaterPages(reads, sql, where.args))
+    records = await batches.ask((*position, *scan_after))
     read_at, rows = _split(records)
     ids = [int(media_id) for media_id in records[0]["omitted_ids"] or ()]
     generations: list[int] = records[0]["omitted_generations"] or []
     cut_at = (int(generations[-1]), ids[-1]) if len(ids) >= scan_limit else None
     return RankedRead(read_at, rows, OmittedScan(ids, cut_at))
+
+
+# What a later page asks: its position (count, id), then where its scan resumes (generation, id).
+_PageAsk = tuple[int, int, int, int]
+
+
+class LaterPages(StepBatches[_PageAsk, list[asyncpg.Record]]):
+    """Later pages of one list asked during one event-loop step: one statement, one snapshot."""
+
+    def __init__(self, reads: ReadPool, sql: str, args: tuple[Any, ...]) -> None:
+        super().__init__(reads)
+        self.sql = sql
+        self.args = args
+
+    async def _run(self, wanted: list[_PageAsk]) -> list[list[asyncpg.Record]]:
+        asks = list(dict.fromkeys(wanted))
+        columns = [list(column) for column in zip(*asks, strict=True)]
+        pages: list[list[asyncpg.Record]] = [[] for _ in asks]
+        for record in await self.reads.fetch(self.sql, *columns, *self.args):
+            pages[record["slot"] - 1].append(record)
+        by_ask = dict(zip(asks, pages, strict=True))
+        return [by_ask[ask] for ask in wanted]
 
 
 async def rows_below(

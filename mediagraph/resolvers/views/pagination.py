@@ -11,7 +11,8 @@ in its signed cursors, and a page never writes to PostgreSQL. The first page wri
 nowhere: its cursors carry the ids it served, and the session is stored in Redis when
 the client asks for the second page. A later page is one PostgreSQL statement (the page,
 the omitted candidates and the generation) and one Redis script that filters out what
-the session delivered and records what it delivers now, atomically.
+the session delivered and records what it delivers now, atomically; both are shared
+with the other later pages of the same event-loop step (`pages.later_page`, `run_batched`).
 
 Over-fetching: a page reads `PAGE_SLACK` more rows than it serves, since an item the
 session delivered may have fallen below the cursor (likes are taken back). When more
@@ -46,7 +47,7 @@ from mediagraph.errors import BadUserInput, CursorExpired, ServiceUnavailable
 from mediagraph.ids import snowflake_time
 from mediagraph.keys.paging import STEP_SCRIPT, Candidates, PageSessions, SessionGone
 from mediagraph.keys.views import READ_UNFLUSHED_SCRIPT
-from mediagraph.lua import run_pipeline
+from mediagraph.lua import run_batched
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.media.page_counts import counts_of, read_counts, unflushed_read
 from mediagraph.resolvers.pagination import Page, page_size
@@ -218,7 +219,7 @@ async def _next_page(
             unflushed.queue(pipe)
 
     try:
-        replies = await run_pipeline(context.services.redis, [STEP_SCRIPT, READ_UNFLUSHED_SCRIPT], queue)
+        replies = await run_batched(context.services.redis, [STEP_SCRIPT, READ_UNFLUSHED_SCRIPT], queue)
         omitted, page_ids = step.parse(replies[0])
         found = _Found(_pick(read.rows, page_ids), omitted, _last(by, read.rows, position))
         if len(page_ids) <= limit and len(read.rows) == fetch:
