@@ -474,3 +474,16 @@ async def test_later_pages_asked_at_once_share_one_statement_and_each_gets_its_o
     assert [[row["id"] for row in read.rows] for read in together] == [raw[1:4], raw[4:7], raw[7:9]]
     scans = [read.omitted.ids if read.omitted is not None else None for read in together]
     assert [sorted(ids) if ids is not None else None for ids in scans] == [[], sorted(raw[:3]), []]
+
+
+async def test_first_pages_asked_at_once_are_read_once(http, gql, services, count_queries):
+    token, _ = await create_user(gql)
+    tag = unique_name("tops")
+    media = [(await create_media(http, token=token, tags=[tag]))["id"] for _ in range(3)]
+    where = with_tags([tag], all_of=True)
+    reads = services.databases.main_reads
+    count_queries.clear()
+    together = await asyncio.gather(*(pages.first_page(reads, pages.RankedBy.LIKES, where, limit=2) for _ in range(3)))
+    assert len(count_queries) == 1, count_queries
+    newest_first = [from_global_id(media_id)[1] for media_id in reversed(media)]
+    assert [[row["id"] for row in read.rows] for read in together] == [newest_first[:2]] * 3

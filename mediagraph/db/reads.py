@@ -109,7 +109,9 @@ class ReadPool:
         self, select: str, where: Where, *, before: int | None, limit: int
     ) -> list[asyncpg.Record]:
         """`select WHERE where [AND id < before] ORDER BY id DESC LIMIT limit`, merged with other requests' pages."""
-        batches = self.batches((select, where.sql(), where.key(), limit), lambda: NewestPages(self, select, where, limit))
+        batches = self.batches(
+            (select, where.sql(), where.key(), limit), lambda: NewestPages(self, select, where, limit)
+        )
         upto = before - 1 if before is not None else LAST_ID
         return await batches.ask(upto)
 
@@ -199,6 +201,19 @@ class KeyedBatches(StepBatches[Sequence[Hashable], dict[Any, asyncpg.Record]]):
         keys = list(dict.fromkeys(key for keys in wanted for key in keys))
         found = {row[self.key]: row for row in await self.reads.fetch(self.sql, keys)}
         return [{key: found[key] for key in keys if key in found} for keys in wanted]
+
+
+class SameRead(StepBatches[None, list[asyncpg.Record]]):
+    """One statement with fixed arguments, asked by several requests in one step: read once for all."""
+
+    def __init__(self, reads: ReadPool, sql: str, args: tuple[Any, ...]) -> None:
+        super().__init__(reads)
+        self.sql = sql
+        self.args = args
+
+    async def _run(self, wanted: list[None]) -> list[list[asyncpg.Record]]:
+        rows = await self.reads.fetch(self.sql, *self.args)
+        return [rows] * len(wanted)
 
 
 class NewestPages(StepBatches[int, list[asyncpg.Record]]):

@@ -11,6 +11,7 @@ holds no session state, so a page never writes.
 Later pages asked during one event-loop step (by any sessions, at any depths) of the same
 list and size are read together, in one statement over their positions (`LaterPages`,
 as `db/reads.py` merges newest pages): a round trip and a parse per step, not per page.
+First pages of one list asked in one step are one read (`SameRead`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import asyncpg
 
 from mediagraph.db.media import Media
-from mediagraph.db.reads import LAST_ID, ReadPool, StepBatches
+from mediagraph.db.reads import LAST_ID, ReadPool, SameRead, StepBatches
 from mediagraph.db.rows import Where
 
 
@@ -143,7 +144,9 @@ def _split(records: list[asyncpg.Record]) -> tuple[int, list[asyncpg.Record]]:
 
 
 async def first_page(reads: ReadPool, by: RankedBy, where: Where, *, limit: int) -> RankedRead:
-    records = await reads.fetch(_first_page_sql(by, where.clauses, limit), *where.args)
+    """The top of the list; first pages asked in the same event-loop step share one read."""
+    sql = _first_page_sql(by, where.clauses, limit)
+    records = await reads.batches((sql, where.key()), lambda: SameRead(reads, sql, where.args)).ask(None)
     generation, rows = _split(records)
     return RankedRead(generation, rows)
 
