@@ -15,20 +15,23 @@ Each round starts every server afresh. One Python process runs a few per cent fa
 or slower than another running the same code (its hash seed and memory layout): four
 identical servers measured side by side for four rounds kept their places, spanning
 0.89x to 1.00x. A server kept for the whole run would carry its luck into every round
-and pass it off as the variant's cost; fresh ones spread it over the rounds.
+and pass it off as the variant's cost; fresh ones spread it over the rounds. The three
+servers of a round share one hash seed (`PYTHONHASHSEED`, drawn anew each round), so
+the part of that luck which comes from string hashing is the same for all three.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import statistics
 import subprocess
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -143,8 +146,11 @@ def run(options: Options) -> None:
         try:
             for round_number in range(options.rounds):
                 shift = round_number % len(variants)
+                seed = {"PYTHONHASHSEED": str(random.randrange(1, 2**32))}
                 for variant in variants[shift:] + variants[:shift]:
-                    with _server(settings, variant, folder) as url:
+                    with _server(
+                        settings, replace(variant, environment={**variant.environment, **seed}), folder
+                    ) as url:
                         run_wrk(url, load, connections=options.connections, seconds=WARM_UP_SECONDS)
                         result = run_wrk(url, load, connections=options.connections, seconds=options.seconds)
                         results[variant.name].append(result)
