@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -487,3 +488,16 @@ async def test_first_pages_asked_at_once_are_read_once(http, gql, services, coun
     assert len(count_queries) == 1, count_queries
     newest_first = [from_global_id(media_id)[1] for media_id in reversed(media)]
     assert [[row["id"] for row in read.rows] for read in together] == [newest_first[:2]] * 3
+
+
+def test_a_later_pages_edge_cursors_are_each_what_its_cursor_encodes():
+    base = SessionCursor(7, 40, 3, 100, 55, "signature", (), 12)
+    positions = [(99, 54), (98, 53), (98, 50)]
+    encoded = base.encode_edges("a secret", MediaSort.LIKES, positions)
+    edges = [
+        replace(base, served=40 + at, count=count, media_id=media) for at, (count, media) in enumerate(positions, 1)
+    ]
+    assert encoded == [edge.encode("a secret", MediaSort.LIKES) for edge in edges]
+    assert [SessionCursor.decode("a secret", MediaSort.LIKES, cursor) for cursor in encoded] == edges
+    with pytest.raises(ValueError, match="served ids"):
+        replace(base, inline=(1, 2)).encode_edges("a secret", MediaSort.LIKES, positions)

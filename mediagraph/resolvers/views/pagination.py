@@ -26,9 +26,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import Enum
+from typing import Any
 
 import asyncpg
 from redis.asyncio.client import Pipeline
@@ -36,7 +38,7 @@ from redis.exceptions import RedisError
 
 from mediagraph import validation
 from mediagraph.context import Context
-from mediagraph.cursors import decode_cursor, encode_cursor
+from mediagraph.cursors import decode_cursor, encode_cursor, encode_cursors
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import with_tags
 from mediagraph.db.reads import LAST_ID
@@ -83,17 +85,22 @@ class SessionCursor:
 
     def encode(self, secret: str, sort: MediaSort) -> str:
         packed = base64.b64encode(struct.pack(f">{len(self.inline)}q", *self.inline)).decode() if self.inline else ""
-        values = [
-            self.session_id,
-            self.served,
-            self.generation,
-            self.count,
-            self.media_id,
-            self.filter,
-            packed,
-            self.scan_id,
-        ]
-        return encode_cursor(secret, _kind(sort), values)
+        return encode_cursor(secret, _kind(sort), self._values(self.served, self.count, self.media_id, packed))
+
+    def encode_edges(self, secret: str, sort: MediaSort, positions: Iterable[tuple[int, int]]) -> list[str]:
+        """The cursors after a later page's edges: this one moved on by one item per edge, to
+        each edge's (count, id). Encoded together; each is what `encode` would make of it."""
+        if self.inline:
+            raise ValueError("a later page's cursors carry no served ids")
+        served = self.served
+        return encode_cursors(
+            secret,
+            _kind(sort),
+            (self._values(served + at, count, media_id, "") for at, (count, media_id) in enumerate(positions, 1)),
+        )
+
+    def _values(self, served: int, count: int, media_id: int, packed: str) -> list[Any]:
+        return [self.session_id, served, self.generation, count, media_id, self.filter, packed, self.scan_id]
 
     @classmethod
     def decode(cls, secret: str, sort: MediaSort, cursor: str) -> SessionCursor:
@@ -237,13 +244,10 @@ async def _next_page(
     page = found.rows
     base = replace(cursor, served=cursor.served + len(omitted_ids), generation=generation, scan_id=scan_id, inline=())
     secret = context.settings.secret_key
-    items = []
+    shown = page[:limit]
     column = by.value
-    for index, row in enumerate(page[:limit]):
-        edge = SessionCursor(
-            base.session_id, base.served + index + 1, generation, row[column], row["id"], base.filter, (), scan_id
-        )
-        items.append((edge.encode(secret, sort), row))
+    cursors = base.encode_edges(secret, sort, [(row[column], row["id"]) for row in shown])
+    items = list(zip(cursors, shown, strict=True))
     go_on = cut_short or scan_cut or found.unfinished
     continuation = None
     if go_on and not items:
@@ -251,7 +255,6 @@ async def _next_page(
         continuation = replace(base, count=count, media_id=media_id).encode(secret, sort)
     # Rows of the first read have their unflushed views from the step's round trip.
     in_first_read = set(page_ids)
-    shown = page[:limit]
     unflushed_views = unflushed.parse(replies[1:]) if unflushed is not None else None
     counts = await counts_of(context, [row for row in shown if row["id"] in in_first_read], unflushed_views)
     counts |= await read_counts(context, [row for row in shown if row["id"] not in in_first_read], views=views)
