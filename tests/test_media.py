@@ -344,3 +344,36 @@ async def test_bookmark_media_pairs_with_unbookmark_media_and_others_bookmarks_a
     assert result["data"] == {"user": {"username": user["username"], "bookmarks": None}}
     assert result["errors"][0]["extensions"]["code"] == "FORBIDDEN"
     assert result["errors"][0]["path"] == ["user", "bookmarks"]
+
+
+EVERY_FIELD = (
+    "id title description tags contentType filename sizeBytes createdAt updatedAt contentUrl "
+    "viewCount likeCount commentCount viewerHasBookmarked viewerHasLiked uploader { id username nickname }"
+)
+
+
+async def test_media_by_id_answers_as_the_node_lookup_and_the_lists_do(http, gql):
+    """`media(id:)` builds its object from the plain row; `node(id:)` from a model instance;
+    a list from its page's rows: the same media reads the same through each."""
+    token, _ = await create_user(gql)
+    tag = unique_name("same")
+    media = await create_media(http, token=token, tags=[tag, "other"], title="Same everywhere")
+    await gql.ok(BOOKMARK, {"id": media["id"]}, token=token)
+    variables = {"id": media["id"]}
+    by_id = (await gql.ok(f"query($id: ID!) {{ media(id: $id) {{ {EVERY_FIELD} }} }}", variables, token=token))["media"]
+    node = (
+        await gql.ok(
+            f"query($id: ID!) {{ node(id: $id) {{ ... on Media {{ {EVERY_FIELD} }} }} }}", variables, token=token
+        )
+    )["node"]
+    listed = (
+        await gql.ok(
+            f'query {{ mediaList(tags: ["{tag}"], first: 1) {{ edges {{ node {{ {EVERY_FIELD} }} }} }} }}', token=token
+        )
+    )["mediaList"]["edges"][0]["node"]
+    assert by_id == node == listed
+    assert by_id["title"] == "Same everywhere"
+    assert by_id["tags"] == [tag, "other"]
+    assert by_id["viewerHasBookmarked"] is True
+    missing = (await gql.ok("query($id: ID!) { media(id: $id) { id } }", {"id": "TWVkaWE6MQ"}))["media"]
+    assert missing is None

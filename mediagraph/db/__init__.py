@@ -15,7 +15,8 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        reads: every media list page (`mediaList` by NEWEST, VIEWS and LIKES, with or
        without tags, and a user's media; `db/views/pages.py`, `db/reads.py`), each row
        with its counts in the page's own statement (`COUNTED_MEDIA`), the uploaders of a
-       page in one batched read, and `media(id:)` with its counts (`db/views/store.py`);
+       page in one batched read, and `media(id:)` with its counts (`db/views/store.py`),
+       built from its plain row (`HotRowsByIdLoader.records`);
        the pages of one list asked during one event-loop step share one statement
        (`NewestPages`, `LaterPages`); a page writes nothing to PostgreSQL (its
        pagination session lives in Redis);

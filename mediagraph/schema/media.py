@@ -281,7 +281,10 @@ class DeletedMedia:
 class MediaQueries:
     @strawberry.field(description="The media with this id; null when there is none (deleted, or never was).")
     async def media(self, info: Info[Context, None], id: strawberry.ID) -> Media | None:
-        return media_or_none(await resolvers.media_by_id(info.context, decode_id(id, "Media")))
+        # Built from the plain row: the loader's batching and a model instance would cost
+        # this, the most asked field, as much again as the rest of the request (BENCHMARKS.md).
+        record = await resolvers.media_record_by_id(info.context, decode_id(id, "Media"))
+        return Media.from_record(record) if record is not None else None
 
     @strawberry.field(
         description="Media, newest first or by views or likes, optionally filtered by tags. NEWEST pages both "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -54,6 +54,12 @@ def _after(context: Context, kind: str, after: str | None) -> int | None:
 
 async def media_by_id(context: Context, media_id: int) -> Media | None:
     return await context.loader(MediaByIdLoader).load(media_id)
+
+
+async def media_record_by_id(context: Context, media_id: int) -> Mapping[str, Any] | None:
+    """`media(id:)`'s row as read, for a field that builds its object straight from it: a hot
+    row, else one read merged with other requests' (`db/reads.py`), no model instance built."""
+    return (await context.loader(MediaByIdLoader).records([media_id])).get(media_id)
 
 
 async def require_media(context: Context, media_id: int) -> Media:
