@@ -111,6 +111,22 @@ def test_ctrl_c_stops_every_process_and_frees_the_port(two_processes):
         sock.bind(("127.0.0.1", port))
 
 
+def test_ctrl_c_while_the_processes_are_still_starting_is_a_clean_stop(live_servers):
+    process = _serve(live_servers, free_port(), "--processes", "2")
+    try:
+        deadline = time.monotonic() + 30
+        while len(_children(process.pid)) < 2:
+            assert time.monotonic() < deadline, "the server processes were not started"
+            time.sleep(0.01)
+        # The children are still importing: nothing serves yet, and stopping now is no failure.
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_processes_stop_when_their_parent_is_killed(two_processes):
     port, process = two_processes
     children = [pid for pid in _children(process.pid) if _sockets_of(pid)]

@@ -187,7 +187,10 @@ def serve_processes(settings: Settings, options: ServerOptions, processes: int) 
             signal.signal(signum, handler)
         _stop(children)
         metrics_folder.remove()
-    failed = [child.exitcode for child in children if child.exitcode not in (0, None)]
+    # A process still starting when the stop came (importing, before it could take SIGTERM
+    # as a graceful stop) dies of the signal itself: it served nothing, and that is no failure.
+    stopped = (0, None, -signal.SIGTERM, -signal.SIGINT) if stopping else (0, None)
+    failed = [child.exitcode for child in children if child.exitcode not in stopped]
     return 0 if stopping and not failed else 1
 
 
