@@ -6,8 +6,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-from base64 import urlsafe_b64encode
-from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -33,18 +31,6 @@ def _signature(secret: str, body: bytes) -> bytes:
 def encode_cursor(secret: str, kind: str, values: list[Any]) -> str:
     body = orjson.dumps([kind, values])
     return base64.urlsafe_b64encode(_signature(secret, body) + body).decode().rstrip("=")
-
-
-def encode_cursors(secret: str, kind: str, many: Iterable[list[Any]]) -> list[str]:
-    """`encode_cursor` of each of `many`: a page's edges, with what they share looked up once."""
-    keyed = _keyed(secret)
-    encoded = []
-    for values in many:
-        body = orjson.dumps([kind, values])
-        signer = keyed.copy()
-        signer.update(body)
-        encoded.append(urlsafe_b64encode(signer.digest()[:SIGNATURE_BYTES] + body).decode().rstrip("="))
-    return encoded
 
 
 def decode_cursor(secret: str, kind: str, cursor: str) -> list[Any]:

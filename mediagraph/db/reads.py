@@ -203,20 +203,41 @@ class KeyedBatches(StepBatches[Sequence[Hashable], dict[Any, asyncpg.Record]]):
         return [{key: found[key] for key in keys if key in found} for keys in wanted]
 
 
-class SameRead(StepBatches[None, list[asyncpg.Record]]):
-    """One statement with fixed arguments, asked by several requests in one step: read once for all."""
+class StatementBatches(StepBatches[WantedT, list[asyncpg.Record]]):
+    """Batches read by one statement, `sql`, whose last parameters (`args`) all of them share."""
 
-    def __init__(self, reads: ReadPool, sql: str, args: tuple[Any, ...]) -> None:
+    def __init__(self, reads: ReadPool, sql: str, args: tuple[Any, ...] = ()) -> None:
         super().__init__(reads)
         self.sql = sql
         self.args = args
+
+
+class SameRead(StatementBatches[None]):
+    """One statement with fixed arguments, asked by several requests in one step: read once for all."""
 
     async def _run(self, wanted: list[None]) -> list[list[asyncpg.Record]]:
         rows = await self.reads.fetch(self.sql, *self.args)
         return [rows] * len(wanted)
 
 
-class NewestPages(StepBatches[int, list[asyncpg.Record]]):
+class SlottedPages(StatementBatches[WantedT]):
+    """Pages that one statement reads for every distinct ask of the step at once: its first
+    parameters come from the asks (`_parameters`, e.g. arrays to `unnest ... WITH ORDINALITY`),
+    and each row says in `slot` which ask (1, 2, ...) it belongs to."""
+
+    def _parameters(self, asks: list[WantedT]) -> list[Any]:
+        raise NotImplementedError
+
+    async def _run(self, wanted: list[WantedT]) -> list[list[asyncpg.Record]]:
+        asks = list(dict.fromkeys(wanted))
+        pages: list[list[asyncpg.Record]] = [[] for _ in asks]
+        for row in await self.reads.fetch(self.sql, *self._parameters(asks), *self.args):
+            pages[row["slot"] - 1].append(row)
+        by_ask = dict(zip(asks, pages, strict=True))
+        return [by_ask[ask] for ask in wanted]
+
+
+class NewestPages(SlottedPages[int]):
     """Newest-first pages (`ORDER BY id DESC`) of one listing, whatever page each request wants.
 
     Each request gives the highest id its page may hold; one statement pages from all of
@@ -224,22 +245,16 @@ class NewestPages(StepBatches[int, list[asyncpg.Record]]):
     """
 
     def __init__(self, reads: ReadPool, select: str, where: Where, limit: int) -> None:
-        super().__init__(reads)
-        self.args = where.args
-        self.limit = limit
-        self.sql = (
+        sql = (
             "SELECT t.*, p.slot FROM unnest($1::bigint[]) WITH ORDINALITY AS p(upto, slot) "
             f"CROSS JOIN LATERAL ({select} WHERE {where.sql(first=3)} AND id <= p.upto "
             "ORDER BY id DESC LIMIT $2) AS t ORDER BY p.slot, t.id DESC"
         )
+        super().__init__(reads, sql, where.args)
+        self.limit = limit
 
-    async def _run(self, wanted: list[int]) -> list[list[asyncpg.Record]]:
-        uptos = list(dict.fromkeys(wanted))
-        pages: list[list[asyncpg.Record]] = [[] for _ in uptos]
-        for row in await self.reads.fetch(self.sql, uptos, self.limit, *self.args):
-            pages[row["slot"] - 1].append(row)
-        by_upto = dict(zip(uptos, pages, strict=True))
-        return [by_upto[upto] for upto in wanted]
+    def _parameters(self, asks: list[int]) -> list[Any]:
+        return [asks, self.limit]
 
 
 async def _keep_session(connection: asyncpg.Connection) -> None:

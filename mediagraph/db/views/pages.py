@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 
 from mediagraph.db.media import Media
-from mediagraph.db.reads import LAST_ID, ReadPool, SameRead, StepBatches
+from mediagraph.db.reads import LAST_ID, ReadPool, SameRead, SlottedPages
 from mediagraph.db.rows import Where
 
 
@@ -177,22 +177,12 @@ async def later_page(
 _PageAsk = tuple[int, int, int, int]
 
 
-class LaterPages(StepBatches[_PageAsk, list[asyncpg.Record]]):
+class LaterPages(SlottedPages[_PageAsk]):
     """Later pages of one list asked during one event-loop step: one statement, one snapshot."""
 
-    def __init__(self, reads: ReadPool, sql: str, args: tuple[Any, ...]) -> None:
-        super().__init__(reads)
-        self.sql = sql
-        self.args = args
-
-    async def _run(self, wanted: list[_PageAsk]) -> list[list[asyncpg.Record]]:
-        asks = list(dict.fromkeys(wanted))
-        columns = [list(column) for column in zip(*asks, strict=True)]
-        pages: list[list[asyncpg.Record]] = [[] for _ in asks]
-        for record in await self.reads.fetch(self.sql, *columns, *self.args):
-            pages[record["slot"] - 1].append(record)
-        by_ask = dict(zip(asks, pages, strict=True))
-        return [by_ask[ask] for ask in wanted]
+    def _parameters(self, asks: list[_PageAsk]) -> list[Any]:
+        # One array per field of the asks: positions' counts and ids, scans' generations and ids.
+        return [list(column) for column in zip(*asks, strict=True)]
 
 
 async def rows_below(

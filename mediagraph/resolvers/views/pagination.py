@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from mediagraph import validation
 from mediagraph.context import Context
-from mediagraph.cursors import decode_cursor, encode_cursor, encode_cursors
+from mediagraph.cursors import decode_cursor, encode_cursor
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import with_tags
 from mediagraph.db.reads import LAST_ID
@@ -89,15 +89,14 @@ class SessionCursor:
 
     def encode_edges(self, secret: str, sort: MediaSort, positions: Iterable[tuple[int, int]]) -> list[str]:
         """The cursors after a later page's edges: this one moved on by one item per edge, to
-        each edge's (count, id). Encoded together; each is what `encode` would make of it."""
+        each edge's (count, id); each is what `encode` would make of it, without a cursor built."""
         if self.inline:
             raise ValueError("a later page's cursors carry no served ids")
-        served = self.served
-        return encode_cursors(
-            secret,
-            _kind(sort),
-            (self._values(served + at, count, media_id, "") for at, (count, media_id) in enumerate(positions, 1)),
-        )
+        kind = _kind(sort)
+        return [
+            encode_cursor(secret, kind, self._values(self.served + at, count, media_id, ""))
+            for at, (count, media_id) in enumerate(positions, 1)
+        ]
 
     def _values(self, served: int, count: int, media_id: int, packed: str) -> list[Any]:
         return [self.session_id, served, self.generation, count, media_id, self.filter, packed, self.scan_id]
