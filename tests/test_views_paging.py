@@ -11,6 +11,7 @@ import pytest
 
 from mediagraph.dataloaders.views import view_buffer
 from mediagraph.db.media import with_tags
+from mediagraph.db.reads import MAX_BATCHERS, ReadPool, SameRead
 from mediagraph.db.views import pages
 from mediagraph.ids import EPOCH_MS, NODE_BITS, SEQUENCE_BITS, from_global_id
 from mediagraph.keys.paging import PageSessions
@@ -501,3 +502,14 @@ def test_a_later_pages_edge_cursors_are_each_what_its_cursor_encodes():
     assert [SessionCursor.decode("a secret", MediaSort.LIKES, cursor) for cursor in encoded] == edges
     with pytest.raises(ValueError, match="served ids"):
         replace(base, inline=(1, 2)).encode_edges("a secret", MediaSort.LIKES, positions)
+
+
+def test_a_full_set_of_batchers_forgets_an_idle_one_never_one_gathering_asks(settings):
+    reads = ReadPool(settings.database_url, settings)
+    made = [reads.batches(("statement", n), lambda: SameRead(reads, "SELECT 1", ())) for n in range(MAX_BATCHERS)]
+    gathering = made[0]
+    gathering._waiting.append((None, None))  # an ask of this step, not sent yet
+    reads.batches(("statement", "new"), lambda: SameRead(reads, "SELECT 1", ()))
+    assert reads.batches(("statement", 0), lambda: SameRead(reads, "SELECT 1", ())) is gathering
+    assert reads.batches(("statement", 1), lambda: SameRead(reads, "SELECT 1", ())) is not made[1]
+    assert len(reads._batches) == MAX_BATCHERS

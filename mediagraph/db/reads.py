@@ -120,9 +120,17 @@ class ReadPool:
         batches = self._batches.get(key)
         if batches is None:
             if len(self._batches) >= MAX_BATCHERS:
-                self._batches.clear()
+                self._forget_oldest_idle()
             batches = self._batches[key] = make()
         return batches  # type: ignore[return-value]
+
+    def _forget_oldest_idle(self) -> None:
+        # Not all of them: one gathering this step's asks would see its next ask start a
+        # second batcher of the same key, and the step's reads split over two statements.
+        for key, batches in self._batches.items():
+            if batches.idle:
+                del self._batches[key]
+                return
 
 
 class StepBatches(Generic[WantedT, ResultT]):
@@ -139,6 +147,11 @@ class StepBatches(Generic[WantedT, ResultT]):
         self.reads = reads
         self._waiting: list[tuple[WantedT, asyncio.Future[ResultT]]] = []
         self._running: set[asyncio.Task[None]] = set()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing asked in this step waits to be sent."""
+        return not self._waiting
 
     async def ask(self, wanted: WantedT) -> ResultT:
         loop = asyncio.get_running_loop()
