@@ -33,7 +33,7 @@ class ViewsMutations:
     @strawberry.mutation(description="Count a view: at most once per viewer (user, or address and agent) per window.")
     async def record_view(self, info: Info[Context, None], media_id: strawberry.ID) -> RecordViewPayload:
         recorded = await resolvers.record_view(info.context, media_id=decode_id(media_id, "Media"))
-        return RecordViewPayload(counted=recorded.counted, media=Media.from_row(recorded.media))
+        return RecordViewPayload(counted=recorded.counted, media=Media.from_record(recorded.media))
 
     @strawberry.mutation(description="Like a media; liking it again changes nothing.")
     async def like_media(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:

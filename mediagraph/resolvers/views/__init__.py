@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from mediagraph.errors import NotFound, ServiceUnavailable, Unauthenticated
 from mediagraph.events import EngagementEvent, EngagementKind, queue_engagement
 from mediagraph.keys.views import Counted
 from mediagraph.lua import run_batched
-from mediagraph.resolvers.media import media_by_id, require_media
+from mediagraph.resolvers.media import media_by_id, media_record_by_id, require_media
 from mediagraph.subscriptions import media as media_live
 from mediagraph.subscriptions import views as live
 
@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class RecordedView:
     counted: bool
-    media: Media
+    # The media's plain row (`media_record_by_id`): a view's answer builds no model instance.
+    media: Mapping[str, Any]
 
 
 def viewer_key(context: Context) -> str:
@@ -50,7 +51,9 @@ def viewer_key(context: Context) -> str:
 
 
 async def record_view(context: Context, *, media_id: int) -> RecordedView:
-    media = await require_media(context, media_id)
+    media = await media_record_by_id(context, media_id)
+    if media is None:
+        raise NotFound("No such media.")
     services = context.services
     try:
         outcome = await view_buffer(services).count_view(
