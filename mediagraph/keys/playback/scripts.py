@@ -318,7 +318,25 @@ class _StreamMinute(NamedTuple):
     channels: tuple[str, ...]
 
 
+# A stream's minute, built once: a session heartbeats every 5 s, so each stream's minute is
+# asked about a dozen times per viewer, and building it costs more than a heartbeat's other
+# arguments together. Bounded; the oldest minutes go first.
+MINUTES_KEPT = 50_000
+_minutes: dict[tuple[str, bool, int, int, int], _StreamMinute] = {}
+
+
 def _minute_of(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinute:
+    minute = bucket_index(played_ms, Granularity.MINUTE)
+    cache_key = (keys.prefix, keys.sharded_pubsub, stream.id, stream.channel, minute)
+    known = _minutes.get(cache_key)
+    if known is None:
+        known = _minutes[cache_key] = _build_minute(keys, stream, played_ms)
+        while len(_minutes) > MINUTES_KEPT:
+            del _minutes[next(iter(_minutes))]
+    return known
+
+
+def _build_minute(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinute:
     # Every heartbeat names ten counters: built from their channel's key prefix and tokens
     # directly, without a Counter each (that cost more than packing the command).
     channel = Entity.of_channel(stream.channel)
