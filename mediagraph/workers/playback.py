@@ -54,7 +54,6 @@ from mediagraph.keys.playback.scripts import (
     PlaybackScripts,
     PlayValue,
     RawCounter,
-    RawPlay,
     play_of,
     value_of,
 )
@@ -103,10 +102,12 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
     scripts = PlaybackScripts(redis, keys)
     counters = [counter for channel_counters in dirty.values() for counter in channel_counters]
     raw = dict(zip(counters, await scripts.read_raw(counters), strict=True))
+    # Every channel's plays in one round trip, and later every channel's forgetting in one:
+    # a visit carries up to `channels` channels, and a round trip each cost more than the rest.
+    with_plays = {channel_id: sessions for channel_id, sessions in dirty_plays.items() if sessions}
     raw_plays = {
-        channel_id: list(zip(sessions, await scripts.read_plays(channel_id, sessions), strict=True))
-        for channel_id, sessions in dirty_plays.items()
-        if sessions
+        channel_id: list(zip(with_plays[channel_id], read, strict=True))
+        for channel_id, read in (await scripts.read_plays_of(with_plays)).items()
     }
     await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
     await store_plays(
@@ -118,16 +119,12 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         ],
         services,
     )
-    for channel_id, channel_counters in dirty.items():
-        copied: list[tuple[Counter, RawCounter]] = [(counter, raw[counter]) for counter in channel_counters]
-        copied_plays: list[tuple[str, RawPlay]] = raw_plays.get(channel_id, [])
-        remaining = 0
-        for start in range(0, max(len(copied), 1), COUNTERS_PER_SCRIPT):
-            remaining = await scripts.forget_copied(channel_id, copied[start : start + COUNTERS_PER_SCRIPT])
-        for start in range(0, len(copied_plays), COUNTERS_PER_SCRIPT):
-            remaining = await scripts.forget_plays(channel_id, copied_plays[start : start + COUNTERS_PER_SCRIPT])
-        if remaining == 0:
-            await _leave_index(services, channel_id)
+    copied: dict[int, list[tuple[Counter, RawCounter]]] = {
+        channel_id: [(counter, raw[counter]) for counter in channel_counters]
+        for channel_id, channel_counters in dirty.items()
+    }
+    remaining = await scripts.forget_all_copied(copied, raw_plays, per_script=COUNTERS_PER_SCRIPT)
+    await _leave_index(services, [channel_id for channel_id in dirty if remaining[channel_id] == 0])
     return len(visiting)
 
 
@@ -195,13 +192,23 @@ async def maintain_partitions(services: Services) -> tuple[list[date], list[date
     return made, dropped
 
 
-async def _leave_index(services: Services, channel_id: int) -> None:
+async def _leave_index(services: Services, channel_ids: Sequence[int]) -> None:
+    if not channel_ids:
+        return
     redis, keys = services.redis, services.keys
-    await redis.zrem(dirty_index_key(keys), str(channel_id))
-    # A heartbeat may have dirtied the channel after it was checked clean; its own index
-    # entry could have landed before the removal above.
-    if await redis.scard(dirty_key(keys, channel_id)):
-        await redis.zadd(dirty_index_key(keys), {str(channel_id): to_ms(services.clock())}, nx=True)
+    index = dirty_index_key(keys)
+    await redis.zrem(index, *(str(channel_id) for channel_id in channel_ids))
+    # A heartbeat may have dirtied a channel after it was checked clean; its own index
+    # entry could have landed before the removal above. (Every removal is done before
+    # any check: on a cluster the index and the dirty sets live on different nodes.)
+    async with redis.pipeline(transaction=False) as pipe:
+        for channel_id in channel_ids:
+            pipe.scard(dirty_key(keys, channel_id))
+        sizes = await pipe.execute()
+    now_ms = to_ms(services.clock())
+    dirtied = {str(channel_id): now_ms for channel_id, size in zip(channel_ids, sizes, strict=True) if size}
+    if dirtied:
+        await redis.zadd(index, dirtied, nx=True)
 
 
 async def store(values: Sequence[CounterValue], services: Services) -> None:

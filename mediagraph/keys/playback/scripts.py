@@ -19,7 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -281,11 +281,71 @@ class PlaybackScripts:
 
     async def forget_copied(self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]) -> int:
         """Remove copied counters from the channel's dirty set unless they changed since; how many remain."""
+        keys, args = self._forget_copied_call(channel_id, copied)
+        return int(await FORGET_COPIED_SCRIPT.run(self.redis, keys, args))
+
+    async def read_plays_of(self, sessions: Mapping[int, Sequence[str]]) -> dict[int, list[RawPlay]]:
+        """`read_plays` for many channels in one round trip: by channel, its sessions' plays in order."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for channel_id, session_ids in sessions.items():
+                for session_id in session_ids:
+                    pipe.hmget(session_key(self.keys, channel_id, session_id), "media", "st", "lp", "w", "vw")
+            replies = iter(await pipe.execute())
+        return {
+            channel_id: [tuple(next(replies)) for _ in session_ids]
+            for channel_id, session_ids in sessions.items()
+        }
+
+    async def forget_all_copied(
+        self,
+        counters: Mapping[int, Sequence[tuple[Counter, RawCounter]]],
+        plays: Mapping[int, Sequence[tuple[str, RawPlay]]],
+        *,
+        per_script: int,
+    ) -> dict[int, int]:
+        """`forget_copied` and `forget_plays` for many channels in one round trip, at most
+        `per_script` entries a script; by channel, how many of its dirty entries remain."""
+        channels = list(dict.fromkeys([*counters, *plays]))
+        last_reply_of: dict[int, int] = {}
+
+        def build(pipe: Pipeline) -> None:
+            queued = 0
+            for channel_id in channels:
+                copied = counters.get(channel_id, ())
+                for start in range(0, max(len(copied), 1), per_script):
+                    keys, args = self._forget_copied_call(channel_id, copied[start : start + per_script])
+                    FORGET_COPIED_SCRIPT.queue(pipe, keys, args)
+                    queued += 1
+                copied_plays = plays.get(channel_id, ())
+                for start in range(0, len(copied_plays), per_script):
+                    keys, args = self._forget_plays_call(channel_id, copied_plays[start : start + per_script])
+                    FORGET_PLAYS_SCRIPT.queue(pipe, keys, args)
+                    queued += 1
+                last_reply_of[channel_id] = queued - 1
+
+        replies = await run_pipeline(self.redis, [FORGET_COPIED_SCRIPT, FORGET_PLAYS_SCRIPT], build)
+        return {channel_id: int(replies[at]) for channel_id, at in last_reply_of.items()}
+
+    def _forget_copied_call(
+        self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]
+    ) -> tuple[list[str], list[bytes | str]]:
         keys = [dirty_key(self.keys, channel_id), *(counter_key(self.keys, counter) for counter, _ in copied)]
         args: list[bytes | str] = []
         for counter, raw in copied:
             args += [counter.token, *(field or b"" for field in raw)]
-        return int(await FORGET_COPIED_SCRIPT.run(self.redis, keys, args))
+        return keys, args
+
+    def _forget_plays_call(
+        self, channel_id: int, copied: Sequence[tuple[str, RawPlay]]
+    ) -> tuple[list[str], list[bytes | str]]:
+        keys = [
+            dirty_key(self.keys, channel_id),
+            *(session_key(self.keys, channel_id, session) for session, _ in copied),
+        ]
+        args: list[bytes | str] = []
+        for session, raw in copied:
+            args += [PLAY_TOKEN_PREFIX + session, raw[2] or b"", raw[3] or b""]
+        return keys, args
 
     async def read_plays(self, channel_id: int, session_ids: Sequence[str]) -> list[RawPlay]:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -295,13 +355,7 @@ class PlaybackScripts:
 
     async def forget_plays(self, channel_id: int, copied: Sequence[tuple[str, RawPlay]]) -> int:
         """Remove copied plays from the channel's dirty set unless they changed since; how many remain."""
-        keys = [
-            dirty_key(self.keys, channel_id),
-            *(session_key(self.keys, channel_id, session) for session, _ in copied),
-        ]
-        args: list[bytes | str] = []
-        for session, raw in copied:
-            args += [PLAY_TOKEN_PREFIX + session, raw[2] or b"", raw[3] or b""]
+        keys, args = self._forget_plays_call(channel_id, copied)
         return int(await FORGET_PLAYS_SCRIPT.run(self.redis, keys, args))
 
 
