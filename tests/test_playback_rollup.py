@@ -95,6 +95,21 @@ async def test_rolled_up_figures_survive_redis_forgetting_everything(gql, http, 
         assert sorted((row.bucket_start.day, row.plays, row.peak) for row in rows) == [(1, 2, 2), (2, 2, 2)]
 
 
+async def test_a_roll_up_after_redis_lost_its_scripts_copies_everything(gql, http, clock, services):
+    channel = await make_channel(gql, http, media=2)
+    model = ReferenceModel()
+    start = datetime(2031, 5, 1, 12, 0, 0, tzinfo=UTC)
+    await watch(gql, clock, channel, model, start=start, seconds=30, sessions=[new_session() for _ in range(3)])
+    before = await figures(gql, channel, start, clock.now)
+    # As after a Redis restart: the roll-up's scripts are loaded again mid-visit.
+    await services.redis.script_flush()
+
+    await roll_up_everything(services)
+    await forget_redis(services)
+
+    assert await figures(gql, channel, start, clock.now) == before
+
+
 async def test_counting_after_redis_forgets_adds_to_what_postgres_holds(gql, http, clock, services):
     channel = await make_channel(gql, http)
     media_id = channel.media[0]["id"]

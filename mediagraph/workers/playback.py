@@ -101,13 +101,13 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         ]
     scripts = PlaybackScripts(redis, keys)
     counters = [counter for channel_counters in dirty.values() for counter in channel_counters]
-    raw = dict(zip(counters, await scripts.read_raw(counters), strict=True))
-    # Every channel's plays in one round trip, and later every channel's forgetting in one:
-    # a visit carries up to `channels` channels, and a round trip each cost more than the rest.
+    # Every channel's copies read in one round trip, and later every channel's forgetting in
+    # one: a visit carries up to `channels` channels, and a round trip (or a reply) per
+    # channel or per counter cost more than the rest of the visit.
     with_plays = {channel_id: sessions for channel_id, sessions in dirty_plays.items() if sessions}
+    raw, read_plays = await scripts.read_copies(dirty, with_plays, per_script=COUNTERS_PER_SCRIPT)
     raw_plays = {
-        channel_id: list(zip(with_plays[channel_id], read, strict=True))
-        for channel_id, read in (await scripts.read_plays_of(with_plays)).items()
+        channel_id: list(zip(with_plays[channel_id], read, strict=True)) for channel_id, read in read_plays.items()
     }
     await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
     await store_plays(

@@ -48,7 +48,7 @@ from mediagraph.keys.playback import (
     session_key,
     stats_channel,
 )
-from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, SWEEP
+from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, READ_COPIES, SWEEP
 from mediagraph.lua import Lua, run_batched, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
@@ -58,6 +58,7 @@ SWEEP_SCRIPT = Lua(SWEEP)
 CLAIM_SCRIPT = Lua(CLAIM)
 HEARTBEAT_SCRIPT = Lua(HEARTBEAT)
 FORGET_COPIED_SCRIPT = Lua(FORGET_COPIED)
+READ_COPIES_SCRIPT = Lua(READ_COPIES)
 FORGET_PLAYS_SCRIPT = Lua(FORGET_PLAYS)
 
 
@@ -284,17 +285,36 @@ class PlaybackScripts:
         keys, args = self._forget_copied_call(channel_id, copied)
         return int(await FORGET_COPIED_SCRIPT.run(self.redis, keys, args))
 
-    async def read_plays_of(self, sessions: Mapping[int, Sequence[str]]) -> dict[int, list[RawPlay]]:
-        """`read_plays` for many channels in one round trip: by channel, its sessions' plays in order."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for channel_id, session_ids in sessions.items():
-                for session_id in session_ids:
-                    pipe.hmget(session_key(self.keys, channel_id, session_id), "media", "st", "lp", "w", "vw")
-            replies = iter(await pipe.execute())
-        return {
-            channel_id: [tuple(next(replies)) for _ in session_ids]
-            for channel_id, session_ids in sessions.items()
-        }
+    async def read_copies(
+        self, counters: Mapping[int, Sequence[Counter]], plays: Mapping[int, Sequence[str]], *, per_script: int
+    ) -> tuple[dict[Counter, RawCounter], dict[int, list[RawPlay]]]:
+        """What a roll-up copies of many channels, in one round trip and one reply per channel
+        (per `per_script` entries): each counter's raw value, and by channel its sessions' plays."""
+        calls: list[tuple[int, int, int]] = []  # (channel, counters in the call, plays in the call)
+
+        def build(pipe: Pipeline) -> None:
+            calls.clear()  # built again when Redis had lost the script
+            for channel_id in dict.fromkeys([*counters, *plays]):
+                prefix = channel_prefix(self.keys, channel_id)
+                names = [counter_key_in(prefix, counter.token) for counter in counters.get(channel_id, ())]
+                names += [session_key(self.keys, channel_id, session) for session in plays.get(channel_id, ())]
+                counted = len(counters.get(channel_id, ()))
+                for start in range(0, len(names), per_script):
+                    chunk = names[start : start + per_script]
+                    in_chunk = max(0, min(counted - start, len(chunk)))
+                    READ_COPIES_SCRIPT.queue(pipe, chunk, [in_chunk])
+                    calls.append((channel_id, in_chunk, len(chunk) - in_chunk))
+
+        replies = await run_pipeline(self.redis, [READ_COPIES_SCRIPT], build)
+        counter_values: dict[Counter, RawCounter] = {}
+        play_values: dict[int, list[RawPlay]] = {}
+        remaining_counters = {channel_id: iter(channel_counters) for channel_id, channel_counters in counters.items()}
+        for (channel_id, in_counters, in_plays), reply in zip(calls, replies, strict=True):
+            for at in range(in_counters):
+                counter_values[next(remaining_counters[channel_id])] = tuple(reply[at])
+            if in_plays:
+                play_values.setdefault(channel_id, []).extend(tuple(raw) for raw in reply[in_counters:])
+        return counter_values, play_values
 
     async def forget_all_copied(
         self,
@@ -329,9 +349,11 @@ class PlaybackScripts:
     def _forget_copied_call(
         self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]
     ) -> tuple[list[str], list[bytes | str]]:
-        keys = [dirty_key(self.keys, channel_id), *(counter_key(self.keys, counter) for counter, _ in copied)]
+        prefix = channel_prefix(self.keys, channel_id)
+        keys = [dirty_key(self.keys, channel_id)]
         args: list[bytes | str] = []
         for counter, raw in copied:
+            keys.append(counter_key_in(prefix, counter.token))
             args += [counter.token, *(field or b"" for field in raw)]
         return keys, args
 
