@@ -89,27 +89,37 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         for channel_id in visiting:
             pipe.smembers(dirty_key(keys, channel_id))
         tokens = await pipe.execute()
-    dirty: dict[int, list[Counter]] = {}
+    # Counters go by token (the dirty set's member) until their values are stored.
+    dirty: dict[int, list[str]] = {}
     dirty_plays: dict[int, list[str]] = {}
     for channel_id, channel_tokens in zip(visiting, tokens, strict=True):
         names = sorted(token.decode() for token in channel_tokens)
         dirty_plays[channel_id] = [
             name[len(PLAY_TOKEN_PREFIX) :] for name in names if name.startswith(PLAY_TOKEN_PREFIX)
         ]
-        dirty[channel_id] = [
-            Counter.from_token(channel_id, name) for name in names if not name.startswith(PLAY_TOKEN_PREFIX)
-        ]
+        dirty[channel_id] = [name for name in names if not name.startswith(PLAY_TOKEN_PREFIX)]
     scripts = PlaybackScripts(redis, keys)
-    counters = [counter for channel_counters in dirty.values() for counter in channel_counters]
     # Every channel's copies read in one round trip, and later every channel's forgetting in
     # one: a visit carries up to `channels` channels, and a round trip (or a reply) per
     # channel or per counter cost more than the rest of the visit.
     with_plays = {channel_id: sessions for channel_id, sessions in dirty_plays.items() if sessions}
     raw, read_plays = await scripts.read_copies(dirty, with_plays, per_script=COUNTERS_PER_SCRIPT)
+    copied: dict[int, list[tuple[str, RawCounter]]] = {
+        channel_id: list(zip(channel_tokens, raw.get(channel_id, ()), strict=True))
+        for channel_id, channel_tokens in dirty.items()
+    }
     raw_plays = {
         channel_id: list(zip(with_plays[channel_id], read, strict=True)) for channel_id, read in read_plays.items()
     }
-    await store([value for counter in counters if (value := value_of(counter, raw[counter])) is not None], services)
+    await store(
+        [
+            value
+            for channel_id, channel_copied in copied.items()
+            for token, raw_counter in channel_copied
+            if (value := value_of(Counter.from_token(channel_id, token), raw_counter)) is not None
+        ],
+        services,
+    )
     await store_plays(
         [
             play
@@ -119,10 +129,6 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         ],
         services,
     )
-    copied: dict[int, list[tuple[Counter, RawCounter]]] = {
-        channel_id: [(counter, raw[counter]) for counter in channel_counters]
-        for channel_id, channel_counters in dirty.items()
-    }
     remaining = await scripts.forget_all_copied(copied, raw_plays, per_script=COUNTERS_PER_SCRIPT)
     await _leave_index(services, [channel_id for channel_id in dirty if remaining[channel_id] == 0])
     return len(visiting)

@@ -280,23 +280,19 @@ class PlaybackScripts:
     async def read(self, counters: Sequence[Counter]) -> list[CounterValue | None]:
         return [value_of(counter, raw) for counter, raw in zip(counters, await self.read_raw(counters), strict=True)]
 
-    async def forget_copied(self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]) -> int:
-        """Remove copied counters from the channel's dirty set unless they changed since; how many remain."""
-        keys, args = self._forget_copied_call(channel_id, copied)
-        return int(await FORGET_COPIED_SCRIPT.run(self.redis, keys, args))
-
     async def read_copies(
-        self, counters: Mapping[int, Sequence[Counter]], plays: Mapping[int, Sequence[str]], *, per_script: int
-    ) -> tuple[dict[Counter, RawCounter], dict[int, list[RawPlay]]]:
+        self, counters: Mapping[int, Sequence[str]], plays: Mapping[int, Sequence[str]], *, per_script: int
+    ) -> tuple[dict[int, list[RawCounter]], dict[int, list[RawPlay]]]:
         """What a roll-up copies of many channels, in one round trip and one reply per channel
-        (per `per_script` entries): each counter's raw value, and by channel its sessions' plays."""
+        (per `per_script` entries): by channel, its counters' raw values (counters named by
+        token) and its sessions' plays, each in the order asked."""
         calls: list[tuple[int, int, int]] = []  # (channel, counters in the call, plays in the call)
 
         def build(pipe: Pipeline) -> None:
             calls.clear()  # built again when Redis had lost the script
             for channel_id in dict.fromkeys([*counters, *plays]):
                 prefix = channel_prefix(self.keys, channel_id)
-                names = [counter_key_in(prefix, counter.token) for counter in counters.get(channel_id, ())]
+                names = [counter_key_in(prefix, token) for token in counters.get(channel_id, ())]
                 names += [session_key(self.keys, channel_id, session) for session in plays.get(channel_id, ())]
                 counted = len(counters.get(channel_id, ()))
                 for start in range(0, len(names), per_script):
@@ -306,24 +302,24 @@ class PlaybackScripts:
                     calls.append((channel_id, in_chunk, len(chunk) - in_chunk))
 
         replies = await run_pipeline(self.redis, [READ_COPIES_SCRIPT], build)
-        counter_values: dict[Counter, RawCounter] = {}
+        counter_values: dict[int, list[RawCounter]] = {}
         play_values: dict[int, list[RawPlay]] = {}
-        remaining_counters = {channel_id: iter(channel_counters) for channel_id, channel_counters in counters.items()}
         for (channel_id, in_counters, in_plays), reply in zip(calls, replies, strict=True):
-            for at in range(in_counters):
-                counter_values[next(remaining_counters[channel_id])] = tuple(reply[at])
+            if in_counters:
+                counter_values.setdefault(channel_id, []).extend(tuple(raw) for raw in reply[:in_counters])
             if in_plays:
                 play_values.setdefault(channel_id, []).extend(tuple(raw) for raw in reply[in_counters:])
         return counter_values, play_values
 
     async def forget_all_copied(
         self,
-        counters: Mapping[int, Sequence[tuple[Counter, RawCounter]]],
+        counters: Mapping[int, Sequence[tuple[str, RawCounter]]],
         plays: Mapping[int, Sequence[tuple[str, RawPlay]]],
         *,
         per_script: int,
     ) -> dict[int, int]:
-        """`forget_copied` and `forget_plays` for many channels in one round trip, at most
+        """Remove copied counters (by token) and plays (by session) from their channels' dirty
+        sets unless they changed since, for many channels in one round trip, at most
         `per_script` entries a script; by channel, how many of its dirty entries remain."""
         channels = list(dict.fromkeys([*counters, *plays]))
         last_reply_of: dict[int, int] = {}
@@ -347,14 +343,14 @@ class PlaybackScripts:
         return {channel_id: int(replies[at]) for channel_id, at in last_reply_of.items()}
 
     def _forget_copied_call(
-        self, channel_id: int, copied: Sequence[tuple[Counter, RawCounter]]
+        self, channel_id: int, copied: Sequence[tuple[str, RawCounter]]
     ) -> tuple[list[str], list[bytes | str]]:
         prefix = channel_prefix(self.keys, channel_id)
         keys = [dirty_key(self.keys, channel_id)]
         args: list[bytes | str] = []
-        for counter, raw in copied:
-            keys.append(counter_key_in(prefix, counter.token))
-            args += [counter.token, *(field or b"" for field in raw)]
+        for token, raw in copied:
+            keys.append(counter_key_in(prefix, token))
+            args += [token, *(field or b"" for field in raw)]
         return keys, args
 
     def _forget_plays_call(
