@@ -23,7 +23,8 @@ def test_a_process_tree_counts_the_cpu_its_children_spend() -> None:
         [sys.executable, "-c", SPINNING_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
+        assert parent.stdout is not None
+        assert parent.stdout.readline().strip() == "started"
         own_start = tree_cpu_seconds(parent.pid)
         assert own_start is not None
         deadline = time.monotonic() + 30
