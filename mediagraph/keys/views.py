@@ -96,6 +96,34 @@ return out
 
 READ_UNFLUSHED_SCRIPT = Lua(READ_UNFLUSHED)
 
+# READ_UNFLUSHED of several buckets in one call, on one Redis (on a cluster each bucket is a
+# slot of its own): a page's twenty media fall in up to `view_buckets` buckets, and the
+# client spent more on a reply per bucket than Redis on reading them.
+# KEYS: per bucket `pending` and `batches`. ARGV: per bucket its batch key prefix, how many
+# media ids follow, and the ids. Returns per bucket what READ_UNFLUSHED returns.
+READ_UNFLUSHED_MANY = """
+local out = {}
+local a = 1
+for b = 1, #KEYS / 2 do
+  local prefix = ARGV[a]
+  local n = tonumber(ARGV[a + 1])
+  local ids = {}
+  for i = 1, n do ids[i] = ARGV[a + 1 + i] end
+  a = a + 2 + n
+  local one = {redis.call('HMGET', KEYS[2 * b - 1], unpack(ids))}
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[2 * b], 0, -1)) do
+    one[#one + 1] = id
+    one[#one + 1] = redis.call('HMGET', prefix .. id, unpack(ids))
+  end
+  out[b] = one
+end
+return out
+"""
+
+READ_UNFLUSHED_MANY_SCRIPT = Lua(READ_UNFLUSHED_MANY)
+# What a read of unflushed views may run, for a caller's pipeline to load if Redis lost it.
+UNFLUSHED_SCRIPTS = (READ_UNFLUSHED_SCRIPT, READ_UNFLUSHED_MANY_SCRIPT)
+
 # Lua's unpack() has a stack limit; a loader batch is split into chunks below it.
 READ_CHUNK = 1_000
 
@@ -128,6 +156,12 @@ class Unflushed:
     in_flight: dict[uuid.UUID, dict[int, int]]
 
 
+# Each key space's bucket keys for reads (`ViewBuffer._read_keys`); a process has one key
+# space, tests a few, so the bound only guards against a caller making key spaces freely.
+READ_KEYS_KEPT = 10_000
+_READ_KEYS: dict[tuple[str, int], tuple[str, str, str]] = {}
+
+
 class ViewBuffer:
     def __init__(self, redis: Redis, keys: KeySpace, buckets: int) -> None:
         self.redis = redis
@@ -148,6 +182,21 @@ class ViewBuffer:
 
     def batch_key(self, bucket: int, batch_id: uuid.UUID | str) -> str:
         return self._key(bucket, "batch", batch_id)
+
+    def _read_keys(self, bucket: int) -> tuple[str, str, str]:
+        """The bucket's `pending` and `batches` keys and its batch key prefix, built once: a page
+        reads up to every bucket, and naming them cost more than the rest of its read."""
+        cache_key = (self.keys.prefix, bucket)
+        names = _READ_KEYS.get(cache_key)
+        if names is None:
+            if len(_READ_KEYS) >= READ_KEYS_KEPT:
+                _READ_KEYS.clear()
+            names = _READ_KEYS[cache_key] = (
+                self.pending_key(bucket),
+                self.batches_key(bucket),
+                self.batch_key(bucket, ""),
+            )
+        return names
 
     def seen_key(self, media_id: int, viewer: str) -> str:
         return self._key(self.bucket_of(media_id), "seen", media_id, viewer)
@@ -217,7 +266,7 @@ class ViewBuffer:
         replies: list[Any] = []
         read = self.queue_unflushed(None, media_ids)
         if read.calls:
-            replies = await run_pipeline(self.redis, [READ_UNFLUSHED_SCRIPT], lambda pipe: read.queue(pipe))
+            replies = await run_pipeline(self.redis, UNFLUSHED_SCRIPTS, lambda pipe: read.queue(pipe))
         return read.parse(replies)
 
     def queue_unflushed(self, pipe: Pipeline | None, media_ids: Sequence[int]) -> UnflushedRead:
@@ -226,12 +275,12 @@ class ViewBuffer:
         by_bucket: dict[int, list[int]] = {}
         for media_id in dict.fromkeys(media_ids):
             by_bucket.setdefault(self.bucket_of(media_id), []).append(media_id)
-        read = UnflushedRead([])
+        read = UnflushedRead([], together=not self.keys.sharded_pubsub)
         for bucket, ids in by_bucket.items():
             for start in range(0, len(ids), READ_CHUNK):
                 chunk = ids[start : start + READ_CHUNK]
-                keys = [self.pending_key(bucket), self.batches_key(bucket)]
-                read.calls.append((keys, [self.batch_key(bucket, ""), *chunk], chunk))
+                pending, batches, batch_prefix = self._read_keys(bucket)
+                read.calls.append(([pending, batches], [batch_prefix, *chunk], chunk))
         if pipe is not None:
             read.queue(pipe)
         return read
@@ -242,12 +291,29 @@ class UnflushedRead:
     """READ_UNFLUSHED calls, one per bucket (chunk): keys, arguments and the media ids asked."""
 
     calls: list[tuple[list[str], list[Any], list[int]]]
+    # Whether several calls go as one READ_UNFLUSHED_MANY (one Redis, not a cluster).
+    together: bool = False
+
+    @property
+    def in_one_call(self) -> bool:
+        return self.together and len(self.calls) > 1
 
     def queue(self, pipe: Pipeline) -> None:
+        if self.in_one_call:
+            keys: list[str] = []
+            args: list[Any] = []
+            for call_keys, (batch_prefix, *_), chunk in self.calls:
+                keys += call_keys
+                args += [batch_prefix, len(chunk), *chunk]
+            READ_UNFLUSHED_MANY_SCRIPT.queue(pipe, keys, args)
+            return
         for keys, args, _ in self.calls:
             READ_UNFLUSHED_SCRIPT.queue(pipe, keys, args)
 
     def parse(self, replies: Sequence[Any]) -> Unflushed:
+        """The counts, from the replies of what `queue` queued (one, or one per call)."""
+        if self.in_one_call:
+            [replies] = replies
         unflushed = Unflushed(pending={}, in_flight={})
         for (_, _, chunk), reply in zip(self.calls, replies, strict=True):
             _add(unflushed.pending, chunk, reply[0])

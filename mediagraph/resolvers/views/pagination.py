@@ -48,7 +48,7 @@ from mediagraph.db.views.pages import RankedBy, ScanPoint
 from mediagraph.errors import BadUserInput, CursorExpired, ServiceUnavailable
 from mediagraph.ids import snowflake_time
 from mediagraph.keys.paging import STEP_SCRIPT, Candidates, PageSessions, SessionGone
-from mediagraph.keys.views import READ_UNFLUSHED_SCRIPT
+from mediagraph.keys.views import UNFLUSHED_SCRIPTS
 from mediagraph.lua import run_batched
 from mediagraph.resolvers.media import TagMatch
 from mediagraph.resolvers.media.page_counts import counts_of, read_counts, unflushed_read
@@ -225,7 +225,7 @@ async def _next_page(
             unflushed.queue(pipe)
 
     try:
-        replies = await run_batched(context.services.redis, [STEP_SCRIPT, READ_UNFLUSHED_SCRIPT], queue)
+        replies = await run_batched(context.services.redis, [STEP_SCRIPT, *UNFLUSHED_SCRIPTS], queue)
         omitted, page_ids = step.parse(replies[0])
         found = _Found(_pick(read.rows, page_ids), omitted, _last(by, read.rows, position))
         if len(page_ids) <= limit and len(read.rows) == fetch:
