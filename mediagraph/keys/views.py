@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
-from mediagraph.lua import Lua, run_pipeline
+from mediagraph.lua import Lua, run_batched
 
 # ARGV[4] is the media's `viewCount` channel. Nobody subscribed to it (PUBSUB NUMSUB,
 # which a script may ask) means nobody to announce to: the view leaves the announcer's
@@ -266,7 +266,9 @@ class ViewBuffer:
         replies: list[Any] = []
         read = self.queue_unflushed(None, media_ids)
         if read.calls:
-            replies = await run_pipeline(self.redis, UNFLUSHED_SCRIPTS, lambda pipe: read.queue(pipe))
+            # Merged with the other Redis calls of this event-loop step (concurrent pages' and
+            # loaders' reads): one write and one read on the socket for all of them.
+            replies = await run_batched(self.redis, UNFLUSHED_SCRIPTS, lambda pipe: read.queue(pipe))
         return read.parse(replies)
 
     def queue_unflushed(self, pipe: Pipeline | None, media_ids: Sequence[int]) -> UnflushedRead:
