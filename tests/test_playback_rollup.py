@@ -68,12 +68,18 @@ async def watch(gql, clock, channel, model, *, start, seconds, sessions, step=5)
             model.heartbeat(session, entities=[f"s{stream}", "channel"], at=clock.now)
 
 
-async def test_rolled_up_figures_survive_redis_forgetting_everything(gql, http, clock, services):
+async def watched_channel(gql, http, clock, *, start, seconds):
+    """A channel of two streams that three sessions watched for `seconds` from `start`:
+    the channel, the reference model, and its figures before any roll-up."""
     channel = await make_channel(gql, http, media=2)
     model = ReferenceModel()
+    await watch(gql, clock, channel, model, start=start, seconds=seconds, sessions=[new_session() for _ in range(3)])
+    return channel, model, await figures(gql, channel, start, clock.now)
+
+
+async def test_rolled_up_figures_survive_redis_forgetting_everything(gql, http, clock, services):
     start = datetime(2031, 5, 1, 23, 59, 30, tzinfo=UTC)
-    await watch(gql, clock, channel, model, start=start, seconds=60, sessions=[new_session() for _ in range(3)])
-    before = await figures(gql, channel, start, clock.now)
+    channel, model, before = await watched_channel(gql, http, clock, start=start, seconds=60)
 
     await roll_up_everything(services)
     await forget_redis(services)
@@ -96,11 +102,8 @@ async def test_rolled_up_figures_survive_redis_forgetting_everything(gql, http, 
 
 
 async def test_a_roll_up_after_redis_lost_its_scripts_copies_everything(gql, http, clock, services):
-    channel = await make_channel(gql, http, media=2)
-    model = ReferenceModel()
     start = datetime(2031, 5, 1, 12, 0, 0, tzinfo=UTC)
-    await watch(gql, clock, channel, model, start=start, seconds=30, sessions=[new_session() for _ in range(3)])
-    before = await figures(gql, channel, start, clock.now)
+    channel, _, before = await watched_channel(gql, http, clock, start=start, seconds=30)
     # As after a Redis restart: the roll-up's scripts are loaded again mid-visit.
     await services.redis.script_flush()
 

@@ -371,11 +371,6 @@ class PlaybackScripts:
                 pipe.hmget(session_key(self.keys, channel_id, session_id), "media", "st", "lp", "w", "vw")
             return [tuple(reply) for reply in await pipe.execute()]
 
-    async def forget_plays(self, channel_id: int, copied: Sequence[tuple[str, RawPlay]]) -> int:
-        """Remove copied plays from the channel's dirty set unless they changed since; how many remain."""
-        keys, args = self._forget_plays_call(channel_id, copied)
-        return int(await FORGET_PLAYS_SCRIPT.run(self.redis, keys, args))
-
 
 class _StreamMinute(NamedTuple):
     """What every heartbeat of one stream in one minute passes the script alike."""
