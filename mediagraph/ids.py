@@ -77,20 +77,24 @@ def to_global_id(type_name: str, raw_id: IdPart, *more_ids: IdPart) -> str:
 
 
 def parse_global_id(global_id: str) -> tuple[str, tuple[IdPart, ...]]:
-    malformed = BadUserInput(f"Malformed id {global_id[:40]!r}.")
+    # Every request names ids: the error is only built for one that is malformed.
     if len(global_id) > 200:
-        raise malformed
+        raise _malformed(global_id)
     try:
         padded = global_id + "=" * (-len(global_id) % 4)
         type_name, *raw = base64.urlsafe_b64decode(padded.encode()).decode().split(":")
         raw_ids = tuple(_part(part) for part in raw)
     except (ValueError, binascii.Error, UnicodeError):
-        raise malformed from None
+        raise _malformed(global_id) from None
     if not type_name or not raw_ids or len(raw_ids) > MAX_ID_PARTS:
-        raise malformed
+        raise _malformed(global_id)
     if not all(isinstance(raw_id, uuid.UUID) or 0 < raw_id <= MAX_ID for raw_id in raw_ids):
-        raise malformed
+        raise _malformed(global_id)
     return type_name, raw_ids
+
+
+def _malformed(global_id: str) -> BadUserInput:
+    return BadUserInput(f"Malformed id {global_id[:40]!r}.")
 
 
 def _part(text: str) -> IdPart:
@@ -107,7 +111,7 @@ def _integer_parts(global_id: str, raw_ids: tuple[IdPart, ...]) -> tuple[int, ..
     """The parts of an id whose every part is an integer; BAD_USER_INPUT otherwise."""
     integers = tuple(raw_id for raw_id in raw_ids if isinstance(raw_id, int))
     if len(integers) != len(raw_ids):
-        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+        raise _malformed(global_id)
     return integers
 
 
@@ -115,7 +119,7 @@ def from_global_id(global_id: str) -> tuple[str, int]:
     type_name, parts = parse_global_id(global_id)
     raw_ids = _integer_parts(global_id, parts)
     if len(raw_ids) != 1:
-        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+        raise _malformed(global_id)
     return type_name, raw_ids[0]
 
 
@@ -132,5 +136,5 @@ def decode_ids(global_id: str, expected_type: str, count: int) -> tuple[int, ...
     if type_name != expected_type:
         raise BadUserInput(f"Expected a {expected_type} id, got a {type_name} id.")
     if len(raw_ids) != count:
-        raise BadUserInput(f"Malformed id {global_id[:40]!r}.")
+        raise _malformed(global_id)
     return raw_ids
