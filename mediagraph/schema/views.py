@@ -37,11 +37,11 @@ class ViewsMutations:
 
     @strawberry.mutation(description="Like a media; liking it again changes nothing.")
     async def like_media(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
-        return Media.from_row(await resolvers.like_media(info.context, media_id=decode_id(media_id, "Media")))
+        return Media.from_record(await resolvers.like_media(info.context, media_id=decode_id(media_id, "Media")))
 
     @strawberry.mutation(description="Take back a like; nothing happens if there was none.")
     async def unlike_media(self, info: Info[Context, None], media_id: strawberry.ID) -> Media:
-        return Media.from_row(await resolvers.unlike_media(info.context, media_id=decode_id(media_id, "Media")))
+        return Media.from_record(await resolvers.unlike_media(info.context, media_id=decode_id(media_id, "Media")))
 
 
 @strawberry.type

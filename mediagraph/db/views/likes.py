@@ -9,6 +9,7 @@ never disagrees with the rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,13 +18,11 @@ import asyncpg
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
-from mediagraph.db.rows import RowBuilder
 from mediagraph.db.writes import PerPool, StepWrites, WritePool, rounds_without_repeats
 
-# The media's row comes back with the answer (its columns first, as `RowBuilder` reads
-# them), so the mutation's `Media` needs no read of its own.
+# The media's row comes back with the answer, so the mutation's `Media` needs no read of
+# its own, and is built from the row as read (no model instance on the way).
 _MEDIA_COLUMNS = ", ".join(f'm."{column.name}"' for column in Media.__table__.columns)  # type: ignore[attr-defined]
-_media_rows = RowBuilder(Media)
 
 # $1 media, $2 user, $3 the token's version; a like's $4 is when it was made.
 _VIEWER = "viewer AS (SELECT id FROM users WHERE id = $2 AND token_version = $3)"
@@ -68,7 +67,7 @@ class MissingMedia(Exception):
 @dataclass(frozen=True)
 class LikeChange:
     changed: bool  # a like row appeared (or disappeared): the count moved by one
-    media: Media
+    media: Mapping[str, Any]  # the media's row, its columns by name
 
 
 async def change_like(
@@ -87,7 +86,7 @@ async def change_like(
         raise StaleToken
     if row["id"] is None:
         raise MissingMedia
-    return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))
+    return LikeChange(changed=bool(row["changed"]), media=row)
 
 
 # Many likes (or unlikes) in one statement, one commit: $1 media ids, $2 user ids, $3 token
@@ -192,7 +191,7 @@ def _answer(row: asyncpg.Record) -> LikeChange | Exception:
         return StaleToken()
     if row["id"] is None:
         return MissingMedia()
-    return LikeChange(changed=bool(row["changed"]), media=_media_rows(row))
+    return LikeChange(changed=bool(row["changed"]), media=row)
 
 
 # The process's like batches on a pool.

@@ -83,15 +83,17 @@ async def viewer_has_liked(context: Context, media_id: int) -> bool:
     return await context.loader(LikedByViewerLoader).load(media_id)
 
 
-async def like_media(context: Context, *, media_id: int) -> Media:
+async def like_media(context: Context, *, media_id: int) -> Mapping[str, Any]:
+    """The media's row after the like, as `media_record_by_id` gives it."""
     return await _change_like(context, media_id, like=True)
 
 
-async def unlike_media(context: Context, *, media_id: int) -> Media:
+async def unlike_media(context: Context, *, media_id: int) -> Mapping[str, Any]:
+    """The media's row after the like was taken back."""
     return await _change_like(context, media_id, like=False)
 
 
-async def _change_like(context: Context, media_id: int, *, like: bool) -> Media:
+async def _change_like(context: Context, media_id: int, *, like: bool) -> Mapping[str, Any]:
     # The token's user is checked against its row (revocation, deletion) by the statement itself.
     viewer_id = context.require_viewer_id()
     claims = context.claims
