@@ -242,16 +242,16 @@ async def test_the_worker_process_rolls_up_within_its_interval(gql, http, servic
 
 async def test_the_worker_retries_a_failed_roll_up_without_stopping(gql, http, services, monkeypatch):
     monkeypatch.setattr(services.settings, "playback_rollup_interval_seconds", 0.05)
-    real_store = worker.store
+    real_store = worker.store_rows
     failures = []
 
-    async def flaky_store(values, services_):
+    async def flaky_store(totals, buckets, services_):
         if not failures:
-            failures.append(len(values))
+            failures.append(len(totals) + len(buckets))
             raise ConnectionError("PostgreSQL went away")
-        await real_store(values, services_)
+        await real_store(totals, buckets, services_)
 
-    monkeypatch.setattr(worker, "store", flaky_store)
+    monkeypatch.setattr(worker, "store_rows", flaky_store)
     channel = await make_channel(gql, http)
     media_id = channel.media[0]["id"]
     await report(gql, new_session(), media_id)

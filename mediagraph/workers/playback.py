@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
+from operator import itemgetter
 from typing import cast
 
 from mediagraph.db.base import utcnow
@@ -37,7 +38,7 @@ from mediagraph.db.playback import (
 )
 from mediagraph.keys.playback import (
     EPOCH,
-    Counter,
+    Granularity,
     bucket_start,
     channel_of_dirty_key,
     dirty_index_key,
@@ -46,6 +47,7 @@ from mediagraph.keys.playback import (
     entity_of_watched,
     live_channel,
     to_ms,
+    token_parts,
     watched_key,
 )
 from mediagraph.keys.playback.scripts import (
@@ -55,7 +57,6 @@ from mediagraph.keys.playback.scripts import (
     PlayValue,
     RawCounter,
     play_of,
-    value_of,
 )
 from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
@@ -111,15 +112,7 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
     raw_plays = {
         channel_id: list(zip(with_plays[channel_id], read, strict=True)) for channel_id, read in read_plays.items()
     }
-    await store(
-        [
-            value
-            for channel_id, channel_copied in copied.items()
-            for token, raw_counter in channel_copied
-            if (value := value_of(Counter.from_token(channel_id, token), raw_counter)) is not None
-        ],
-        services,
-    )
+    await store_rows(*counter_rows(copied, utcnow()), services)
     await store_plays(
         [
             play
@@ -217,39 +210,65 @@ async def _leave_index(services: Services, channel_ids: Sequence[int]) -> None:
         await redis.zadd(index, dirtied, nx=True)
 
 
-async def store(values: Sequence[CounterValue], services: Services) -> None:
-    """Write counter values into PostgreSQL; never lowers what is there. One prepared
-    statement per kind of counter, its rows as arrays: a heartbeat dirties eight counters,
-    so a busy roll-up carries thousands, which ORM statement building would spend its time on."""
-    now = utcnow()
+def counter_rows(
+    copied: Mapping[int, Sequence[tuple[str, Sequence[bytes | int | None]]]], now: datetime
+) -> tuple[list[TotalRow], list[BucketRow]]:
+    """The rows to store for counters by channel, each as its token and its figures (a
+    `RawCounter` as read, or the same as numbers); a counter Redis no longer holds has none.
+
+    Straight from token and figures to row, with no objects on the way: a busy visit
+    carries tens of thousands of counters, and building a Counter, an Entity and a
+    CounterValue for each cost more than the statement that stores them."""
     totals: list[TotalRow] = []
     buckets: list[BucketRow] = []
-    for value in values:
-        entity = value.counter.entity
-        granularity = value.counter.granularity
-        if granularity is None:
-            totals.append((entity.kind.value, entity.id, value.generation, value.plays, value.watch_ms, now))
-        else:
-            start = bucket_start(value.counter.index, granularity)
+    # A visit's buckets share a few starts (this minute, hour and day): each is made once.
+    starts: dict[tuple[Granularity, int], datetime] = {}
+    for channel_id, channel_copied in copied.items():
+        for token, (generation, plays, peak, watch_ms, unique_viewers) in channel_copied:
+            if generation is None:
+                continue
+            kind, entity_id, granularity, index = token_parts(channel_id, token)
+            if granularity is None:
+                totals.append((kind.value, entity_id, int(generation), int(plays or 0), int(watch_ms or 0), now))
+                continue
+            start = starts.get((granularity, index))
+            if start is None:
+                start = starts[granularity, index] = bucket_start(index, granularity)
             buckets.append(
                 (
-                    entity.kind.value,
-                    entity.id,
+                    kind.value,
+                    entity_id,
                     granularity.value,
                     start,
-                    value.generation,
-                    value.plays,
-                    value.peak,
-                    value.watch_ms,
-                    value.unique_viewers,
+                    int(generation),
+                    int(plays or 0),
+                    int(peak or 0),
+                    int(watch_ms or 0),
+                    int(unique_viewers or 0),
                     now,
                 )
             )
+    return totals, buckets
+
+
+async def store(values: Sequence[CounterValue], services: Services) -> None:
+    """Write counter values into PostgreSQL; never lowers what is there."""
+    by_channel: dict[int, list[tuple[str, Sequence[int]]]] = {}
+    for value in values:
+        raw = (value.generation, value.plays, value.peak, value.watch_ms, value.unique_viewers)
+        by_channel.setdefault(value.counter.entity.channel, []).append((value.counter.token, raw))
+    await store_rows(*counter_rows(by_channel, utcnow()), services)
+
+
+async def store_rows(totals: list[TotalRow], buckets: list[BucketRow], services: Services) -> None:
+    """Write counter rows into PostgreSQL; never lowers what is there. One prepared statement
+    per kind of counter, its rows as arrays: a heartbeat dirties eight counters, so a busy
+    roll-up carries thousands, which ORM statement building would spend its time on."""
     if not totals and not buckets:
         return
     # Keys in one order for every writer, so concurrent roll-ups wait instead of deadlocking.
-    totals.sort(key=lambda row: row[:3])
-    buckets.sort(key=lambda row: row[:5])
+    totals.sort(key=itemgetter(0, 1, 2))
+    buckets.sort(key=itemgetter(0, 1, 2, 3, 4))
     reads = services.databases.main_reads
     for first in range(0, max(len(totals), len(buckets)), ROWS_PER_STATEMENT):
         end = first + ROWS_PER_STATEMENT
