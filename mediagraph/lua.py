@@ -19,6 +19,8 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from mediagraph.turns import after_next_turn
+
 
 @dataclass(frozen=True)
 class Lua:
@@ -41,7 +43,7 @@ class Lua:
         queue_evalsha(pipe, self.sha, keys, args)
 
     async def run_batched(self, redis: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """`run`, sent in one pipeline with the other batched calls of this event-loop step."""
+        """`run`, sent in one pipeline with the other batched calls of this moment (`run_batched`)."""
         [reply] = await run_batched(redis, [self], lambda pipe: self.queue(pipe, keys, args))
         return reply
 
@@ -77,7 +79,7 @@ async def run_pipeline(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pi
 
 
 async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
-    """`run_pipeline`, merged with every other call made during the same event-loop step.
+    """`run_pipeline`, merged with every other call made until the event loop has turned once more (`turns.py`).
 
     Each request's round trip costs a write and a read on the socket, system calls that
     cost more than the commands themselves; concurrent requests' commands go out together
@@ -105,7 +107,7 @@ class _StepPipeline:
     async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
         loop = asyncio.get_running_loop()
         if not self.waiting:
-            loop.call_soon(self._dispatch)
+            after_next_turn(loop, self._dispatch)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self.waiting.append((scripts, build, future))
         return await future

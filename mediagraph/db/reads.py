@@ -21,6 +21,7 @@ from mediagraph.db.rows import Where
 from mediagraph.ids import MAX_ID
 from mediagraph.observability import metrics
 from mediagraph.settings import Settings
+from mediagraph.turns import after_next_turn
 
 WantedT = TypeVar("WantedT")
 ResultT = TypeVar("ResultT")
@@ -125,8 +126,8 @@ class ReadPool:
         return batches  # type: ignore[return-value]
 
     def _forget_oldest_idle(self) -> None:
-        # Not all of them: one gathering this step's asks would see its next ask start a
-        # second batcher of the same key, and the step's reads split over two statements.
+        # Not all of them: one gathering asks would see its next ask start a second
+        # batcher of the same key, and the batch's reads split over two statements.
         for key, batches in self._batches.items():
             if batches.idle:
                 del self._batches[key]
@@ -134,12 +135,12 @@ class ReadPool:
 
 
 class StepBatches(Generic[WantedT, ResultT]):
-    """Reads requests make during one event-loop step, run together when the step ends.
+    """Reads requests make at about the same moment, run together a turn of the event loop later.
 
     Requests running at the same time each send their own statement: a round trip, and
     a system call on each side that costs more than the read itself. Here what they ask
-    during one step of the event loop waits for the step's end and goes out in as few
-    statements as `_run` needs. Only reads whose rows do not depend on who asks may go
+    from the first ask until the loop has turned once more (`turns.py`) goes out in as
+    few statements as `_run` needs. Only reads whose rows do not depend on who asks may go
     through here (rows by id, pages of media; never "did the viewer bookmark it").
     """
 
@@ -150,13 +151,13 @@ class StepBatches(Generic[WantedT, ResultT]):
 
     @property
     def idle(self) -> bool:
-        """Nothing asked in this step waits to be sent."""
+        """Nothing asked waits to be sent."""
         return not self._waiting
 
     async def ask(self, wanted: WantedT) -> ResultT:
         loop = asyncio.get_running_loop()
         if not self._waiting:
-            loop.call_soon(self._dispatch)
+            after_next_turn(loop, self._dispatch)
         future: asyncio.Future[ResultT] = loop.create_future()
         self._waiting.append((wanted, future))
         return await future
@@ -190,7 +191,7 @@ class StepBatches(Generic[WantedT, ResultT]):
 
 
 class KeyedBatches(StepBatches[Sequence[Hashable], dict[Any, asyncpg.Record]]):
-    """Lookups by key, merged into one `= ANY($1)` statement per step (at most MAX_KEYS keys each)."""
+    """Lookups by key, merged into one `= ANY($1)` statement per batch (at most MAX_KEYS keys each)."""
 
     MAX_KEYS = 1000
 
@@ -226,7 +227,7 @@ class StatementBatches(StepBatches[WantedT, list[asyncpg.Record]]):
 
 
 class SameRead(StatementBatches[None]):
-    """One statement with fixed arguments, asked by several requests in one step: read once for all."""
+    """One statement with fixed arguments, asked by several requests of one batch: read once for all."""
 
     async def _run(self, wanted: list[None]) -> list[list[asyncpg.Record]]:
         rows = await self.reads.fetch(self.sql, *self.args)
@@ -234,7 +235,7 @@ class SameRead(StatementBatches[None]):
 
 
 class SlottedPages(StatementBatches[WantedT]):
-    """Pages that one statement reads for every distinct ask of the step at once: its first
+    """Pages that one statement reads for every distinct ask of the batch at once: its first
     parameters come from the asks (`_parameters`, e.g. arrays to `unnest ... WITH ORDINALITY`),
     and each row says in `slot` which ask (1, 2, ...) it belongs to."""
 

@@ -3,8 +3,9 @@
 A write through an ORM session costs BEGIN, its statements one round trip each, and
 COMMIT, plus the ORM's statement building. The hot writes (`db/__init__.py` names them)
 are one statement instead, run outside any explicit transaction, so the statement is its
-own transaction; asyncpg prepares it once per connection. The requests of one event-loop
-step share a statement (`StepWrites`), so they share a commit and its WAL flush. Unlike a
+own transaction; asyncpg prepares it once per connection. The requests of one moment (a
+turn of the event loop, `turns.py`) share a statement (`StepWrites`), so they share a
+commit and its WAL flush. Unlike a
 read, a write is never repeated here when its connection dies: it may have committed.
 """
 
@@ -20,6 +21,7 @@ from sqlalchemy.engine import make_url
 
 from mediagraph.observability import metrics
 from mediagraph.settings import Settings
+from mediagraph.turns import after_next_turn
 
 ItemT = TypeVar("ItemT")
 BatchesT = TypeVar("BatchesT")
@@ -77,7 +79,7 @@ class WritePool:
 
 
 class StepWrites(Generic[ItemT, ResultT]):
-    """Writes requests ask for during one event-loop step, run together when the step ends.
+    """Writes requests ask for at about the same moment, run together a turn of the event loop later (`turns.py`).
 
     Each hot write is a transaction of its own, and a commit waits for its WAL flush: the
     requests of one moment written by one statement share one commit (as `db/reads.py`
@@ -93,7 +95,7 @@ class StepWrites(Generic[ItemT, ResultT]):
     async def ask(self, item: ItemT) -> ResultT:
         loop = asyncio.get_running_loop()
         if not self._waiting:
-            loop.call_soon(self._dispatch)
+            after_next_turn(loop, self._dispatch)
         future: asyncio.Future[ResultT] = loop.create_future()
         self._waiting.append((item, future))
         return await future
