@@ -60,7 +60,11 @@ class Context:
             return token if isinstance(token, str) else None
         if self.request is None:
             return None
-        return bearer_token(self.request.headers.get("authorization"))
+        # Read off the raw headers: a Headers object per request costs more than finding one.
+        for name, value in self.request.scope["headers"]:
+            if name == b"authorization":
+                return bearer_token(value.decode("latin-1"))
+        return None
 
     @cached_property
     def claims(self) -> TokenClaims | None:

@@ -17,7 +17,7 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        with its counts in the page's own statement (`COUNTED_MEDIA`), the uploaders of a
        page in one batched read, and `media(id:)` with its counts (`db/views/store.py`),
        built from its plain row (`HotRowsByIdLoader.records`);
-       the pages of one list asked during one event-loop step share one statement
+       the pages of one list asked at about the same moment (one batch) share one statement
        (`NewestPages`, `LaterPages`); a page writes nothing to PostgreSQL (its
        pagination session lives in Redis);
        writes: `likeMedia`/`unlikeMedia` (`db/views/likes.py`) and `submitScore`

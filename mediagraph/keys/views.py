@@ -266,7 +266,7 @@ class ViewBuffer:
         replies: list[Any] = []
         read = self.queue_unflushed(None, media_ids)
         if read.calls:
-            # Merged with the other Redis calls of this event-loop step (concurrent pages' and
+            # Merged with the other Redis calls of this batch (concurrent pages' and
             # loaders' reads): one write and one read on the socket for all of them.
             replies = await run_batched(self.redis, UNFLUSHED_SCRIPTS, lambda pipe: read.queue(pipe))
         return read.parse(replies)

@@ -8,10 +8,11 @@ the sync changed since the cursor's generation, the candidates for `omitted`. Wh
 them the session already delivered is Redis's to say (`keys/paging.py`); PostgreSQL
 holds no session state, so a page never writes.
 
-Later pages asked during one event-loop step (by any sessions, at any depths) of the same
-list and size are read together, in one statement over their positions (`LaterPages`,
-as `db/reads.py` merges newest pages): a round trip and a parse per step, not per page.
-First pages of one list asked in one step are one read (`SameRead`).
+Later pages of the same list and size asked at about the same moment (one batch,
+`turns.py`), by any sessions and at any depths, are read together, in one statement over
+their positions (`LaterPages`, as `db/reads.py` merges newest pages): a round trip and a
+parse per batch, not per page. First pages of one list asked in one batch are one read
+(`SameRead`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _first_page_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int) -> str
 
 @cache
 def _later_pages_sql(by: RankedBy, where_sql: tuple[str, ...], limit: int, scan_limit: int) -> str:
-    # One row of `w` per page asked for in this event-loop step ($1..$4 arrays): the cursor's
+    # One row of `w` per page asked for in this batch ($1..$4 arrays): the cursor's
     # position (count, id) and where its scan for changes resumes (generation, id). The scan
     # reads in (generation, id) order, so one cut at its limit has seen every change up to
     # its last (see `OmittedScan.resume_after`).
@@ -144,7 +145,7 @@ def _split(records: list[asyncpg.Record]) -> tuple[int, list[asyncpg.Record]]:
 
 
 async def first_page(reads: ReadPool, by: RankedBy, where: Where, *, limit: int) -> RankedRead:
-    """The top of the list; first pages asked in the same event-loop step share one read."""
+    """The top of the list; first pages asked in the same batch share one read."""
     sql = _first_page_sql(by, where.clauses, limit)
     records = await reads.batches((sql, where.key()), lambda: SameRead(reads, sql, where.args)).ask(None)
     generation, rows = _split(records)
@@ -162,7 +163,7 @@ async def later_page(
     scan_limit: int,
 ) -> RankedRead:
     """A page below `position` and the changes above it, read with the other later pages of
-    this event-loop step (of the same list and size) in one statement."""
+    this batch (of the same list and size) in one statement."""
     sql = _later_pages_sql(by, where.clauses, limit, scan_limit)
     batches = reads.batches((sql, where.key()), lambda: LaterPages(reads, sql, where.args))
     records = await batches.ask((*position, *scan_after))
@@ -178,7 +179,7 @@ _PageAsk = tuple[int, int, int, int]
 
 
 class LaterPages(SlottedPages[_PageAsk]):
-    """Later pages of one list asked during one event-loop step: one statement, one snapshot."""
+    """Later pages of one list asked in one batch: one statement, one snapshot."""
 
     def _parameters(self, asks: list[_PageAsk]) -> list[Any]:
         # One array per field of the asks: positions' counts and ids, scans' generations and ids.

@@ -12,7 +12,7 @@ nowhere: its cursors carry the ids it served, and the session is stored in Redis
 the client asks for the second page. A later page is one PostgreSQL statement (the page,
 the omitted candidates and the generation) and one Redis script that filters out what
 the session delivered and records what it delivers now, atomically; both are shared
-with the other later pages of the same event-loop step (`pages.later_page`, `run_batched`).
+with the other later pages of the same batch (`pages.later_page`, `run_batched`, `turns.py`).
 
 Over-fetching: a page reads `PAGE_SLACK` more rows than it serves, since an item the
 session delivered may have fallen below the cursor (likes are taken back). When more
@@ -252,7 +252,7 @@ async def _next_page(
     if go_on and not items:
         count, media_id = found.last_examined
         continuation = replace(base, count=count, media_id=media_id).encode(secret, sort)
-    # Rows of the first read have their unflushed views from the step's round trip.
+    # Rows of the first read have their unflushed views from the batch's round trip.
     in_first_read = set(page_ids)
     unflushed_views = unflushed.parse(replies[1:]) if unflushed is not None else None
     counts = await counts_of(context, [row for row in shown if row["id"] in in_first_read], unflushed_views)
