@@ -1,6 +1,6 @@
 """The roll-up goes from a counter's token and figures straight to the row it stores: the
-rows must be those the counter objects give (`Counter.from_token`, `value_of`), for every
-kind of counter, and a counter Redis no longer holds must give none."""
+rows must be those the counter objects give (`value_of`), for every kind of counter, and
+a counter Redis no longer holds must give none."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _rows_from_objects(copied: dict[int, list[tuple[Counter, RawCounter]]]) -> t
     totals, buckets = [], []
     for pairs in copied.values():
         for counter, raw in pairs:
-            value = value_of(Counter.from_token(counter.entity.channel, counter.token), raw)
+            value = value_of(counter, raw)
             if value is None:
                 continue
             entity, granularity = value.counter.entity, value.counter.granularity

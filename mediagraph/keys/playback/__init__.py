@@ -107,12 +107,6 @@ class Counter:
         """The counter's name inside its channel: the member of the channel's dirty set."""
         return counter_token(self.entity.short, self.granularity, self.index)
 
-    @classmethod
-    def from_token(cls, channel_id: int, token: str) -> Counter:
-        kind, entity_id, granularity, index = token_parts(channel_id, token)
-        entity = Entity(kind, entity_id, channel_id)
-        return cls(entity) if granularity is None else cls(entity, granularity, index)
-
     @property
     def retention_seconds(self) -> int:
         return retention_of(self.granularity)
@@ -127,8 +121,9 @@ _BY_LETTER = {granularity.letter: granularity for granularity in GRANULARITIES}
 
 
 def token_parts(channel_id: int, token: str) -> tuple[Kind, int, Granularity | None, int]:
-    """What `Counter.from_token` reads from a token (kind, entity id, granularity, bucket index),
-    without making the objects: a roll-up reads tens of thousands of tokens a visit."""
+    """What a counter's token (`Counter.token`, in the channel `channel_id`) names: kind, entity
+    id, granularity and bucket index, without making objects; a roll-up reads tens of
+    thousands of tokens a visit."""
     parts = token.split(":")
     if parts[0] == "s":
         kind, entity_id, rest = Kind.STREAM, int(parts[1]), parts[2:]
