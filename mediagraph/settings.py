@@ -136,7 +136,8 @@ class Settings(BaseSettings):
     # A consumer's unacknowledged events are claimed by another after this long.
     hot_claim_idle_seconds: int = 30
 
-    # Background workers run inside `serve` unless turned off for separate `mediagraph worker` processes.
+    # Background workers run with `serve` (in a process of their own there) unless turned off for
+    # separate `mediagraph worker` processes; an app made in-process (tests) runs them itself.
     run_workers: bool = True
 
     # Live playback statistics. A session is live while its last heartbeat is

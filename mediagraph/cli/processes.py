@@ -1,15 +1,21 @@
-"""`serve --processes N`: N server processes sharing one port, each accepting its own connections.
+"""`serve --processes N`: N server processes sharing one port, each accepting its own
+connections, and the background workers in a process of their own.
 
-Every process binds the port itself with SO_REUSEPORT, so the kernel spreads new
+Every server process binds the port itself with SO_REUSEPORT, so the kernel spreads new
 connections over the processes (a shared listening socket, as uvicorn's
 `--workers` uses, lets one busy process take most keep-alive connections).
-The parent has already started any embedded servers and migrated; it only
-supervises: background workers run in the first process alone, each process
-gets its own Snowflake node id, and Ctrl-C (or SIGTERM) stops them all.
+The workers' batches (a roll-up of tens of thousands of counters, a flush, a read of
+the engagement stream) run on another core instead of between the requests of a
+server's event loop. The parent has already started any embedded servers and migrated;
+it only supervises: each process gets its own Snowflake node id, and Ctrl-C (or
+SIGTERM) stops them all, as does any of them exiting.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -136,6 +142,43 @@ def _child(settings: Settings, options: ServerOptions) -> None:
     run_server(settings, options, listeners(options, reuse_port=True))
 
 
+def _workers_child(settings: Settings, options: ServerOptions) -> None:
+    from mediagraph.cli.runtime import configure_logging
+
+    configure_logging(settings=settings)
+    threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
+    # Ctrl-C in a terminal reaches this process too, maybe before the loop takes SIGINT over.
+    with contextlib.suppress(KeyboardInterrupt):
+        run_background_workers(settings, loop=options.loop)
+
+
+def run_background_workers(settings: Settings, *, loop: str, names: list[str] | None = None) -> None:
+    """The background workers (`names`, else all) until SIGINT or SIGTERM, on `loop`."""
+    main = _background_workers(settings, names)
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
+async def _background_workers(settings: Settings, names: list[str] | None) -> None:
+    from mediagraph.cli.runtime import open_services
+    from mediagraph.db.endpoints import configured_endpoints
+    from mediagraph.serving.memory import tune_for_serving
+    from mediagraph.workers import run_workers
+
+    stopped = asyncio.Event()
+    running = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        running.add_signal_handler(signum, stopped.set)
+    async with open_services(settings, configured_endpoints(settings)) as services:
+        tune_for_serving()
+        async with run_workers(services, enabled=True, names=names):
+            await stopped.wait()
+
+
 def _stop_with_parent() -> None:
     parent = multiprocessing.parent_process()
     if parent is not None:
@@ -144,28 +187,40 @@ def _stop_with_parent() -> None:
 
 
 def process_settings(settings: Settings, processes: int) -> list[Settings]:
-    """Each process's settings: its own node id, and the background workers in the first one only."""
-    last = settings.node_id + processes - 1
+    """Each process's settings, each with its own node id: the server processes, none running
+    workers, then (when workers run) the workers' process, the one with `run_workers` set."""
+    count = processes + (1 if settings.run_workers else 0)
+    last = settings.node_id + count - 1
     if last >= 1 << NODE_BITS:
         raise ValueError(
             f"node ids {settings.node_id}..{last} do not fit in {NODE_BITS} bits; lower MEDIAGRAPH_NODE_ID"
         )
     return [
-        settings.model_copy(update={"node_id": settings.node_id + n, "run_workers": settings.run_workers and n == 0})
-        for n in range(processes)
+        settings.model_copy(update={"node_id": settings.node_id + n, "run_workers": n == processes})
+        for n in range(count)
     ]
 
 
 def serve_processes(settings: Settings, options: ServerOptions, processes: int) -> int:
     """Run the processes until a signal or the first one exits; returns the exit status."""
     # Fail here, not in every child, if a port is taken by something without SO_REUSEPORT.
-    for sock in listeners(options, reuse_port=True):
-        sock.close()
+    try:
+        for sock in listeners(options, reuse_port=True):
+            sock.close()
+    except OSError as error:
+        reason = "address already in use" if error.errno == errno.EADDRINUSE else str(error)
+        log.error("cannot listen on %s port %s: %s", options.host, options.port, reason)
+        return 1
     # Created before the processes start, so each imports prometheus-client in multiprocess mode.
     metrics_folder = MultiprocessFolder()
     spawn = multiprocessing.get_context("spawn")
     children: list[BaseProcess] = [
-        spawn.Process(target=_child, args=(child, options), name=f"mediagraph-{n}", daemon=False)
+        spawn.Process(
+            target=_workers_child if child.run_workers else _child,
+            args=(child, options),
+            name="mediagraph-workers" if child.run_workers else f"mediagraph-{n}",
+            daemon=False,
+        )
         for n, child in enumerate(process_settings(settings, processes))
     ]
     stopping = False
@@ -181,7 +236,8 @@ def serve_processes(settings: Settings, options: ServerOptions, processes: int) 
         while not stopping and all(child.is_alive() for child in children):
             time.sleep(0.2)
         if not stopping:
-            log.error("a server process exited; stopping the others")
+            exited = ", ".join(child.name for child in children if not child.is_alive())
+            log.error("%s exited; stopping the others", exited)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

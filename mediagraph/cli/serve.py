@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 from enum import StrEnum
@@ -9,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from mediagraph.cli.runtime import configure_logging, open_services, provisioned
-from mediagraph.workers import registered_workers, run_workers
+from mediagraph.cli.runtime import configure_logging, provisioned
+from mediagraph.workers import registered_workers
 
 if TYPE_CHECKING:
     from mediagraph.demo.traffic import TrafficThread
@@ -39,7 +38,7 @@ def serve(
     ] = False,
     traffic_rate: Annotated[float, typer.Option(min=0.1, max=200, help="--traffic: actions a second.")] = 4.0,
     workers: Annotated[
-        bool, typer.Option("--workers/--no-workers", help="Run the background workers (in the first process).")
+        bool, typer.Option("--workers/--no-workers", help="Run the background workers (in a process of their own).")
     ] = True,
     processes: Annotated[
         int, typer.Option(min=1, help="Server processes sharing the port (SO_REUSEPORT); one per core in production.")
@@ -71,7 +70,7 @@ def serve(
             console.print(f"[bold]{banner}[/]")
         beside = _start_traffic(settings, host, port, traffic_rate) if traffic else None
         try:
-            if processes == 1:
+            if processes == 1 and not workers:
                 run_server(settings, options)
             elif status := serve_processes(settings, options, processes):
                 raise typer.Exit(status)
@@ -104,14 +103,7 @@ def worker(name: Annotated[str, typer.Argument(help="Which worker to run.")]) ->
     known = registered_workers()
     if name not in known:
         raise typer.BadParameter(f"unknown worker {name!r}; known: {', '.join(sorted(known)) or 'none'}")
-    with provisioned() as (settings, endpoints):
-        asyncio.run(_run_worker(settings, endpoints, name))
+    from mediagraph.cli.processes import run_background_workers
 
-
-async def _run_worker(settings, endpoints, name: str) -> None:  # type: ignore[no-untyped-def]
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopped.set)
-    async with open_services(settings, endpoints) as services, run_workers(services, enabled=True, names=[name]):
-        await stopped.wait()
+    with provisioned() as (settings, _):
+        run_background_workers(settings, loop=Loop.asyncio.value, names=[name])

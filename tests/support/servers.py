@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +27,20 @@ def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
 
 
 def wait_for_pong(port: int, what: str, *, timeout: float) -> None:
@@ -84,7 +100,8 @@ class LiveServers:
                 "MEDIAGRAPH_REDIS_PREFIX": self.settings.redis_prefix,
                 "MEDIAGRAPH_SECRET_KEY": self.settings.secret_key,
                 "MEDIAGRAPH_DATA_DIR": str(self.settings.data_dir),
-                "MEDIAGRAPH_NODE_ID": str(100 + len(self.processes)),
+                # Two ids each: `serve` gives its workers' process the id after its servers'.
+                "MEDIAGRAPH_NODE_ID": str(100 + 2 * len(self.processes)),
             }
         )
         if overrides.get("MEDIAGRAPH_REDIS_URL", self.settings.redis_url) != self.settings.redis_url:
@@ -115,6 +132,15 @@ class LiveServers:
         process, _, _ = self.launched[base]
         process.terminate()
         process.wait(timeout=60)
+
+    def kill_9(self, base: str) -> None:
+        """Kill the server at `base` as a crash would: every process of it at once, SIGKILL."""
+        process, _, _ = self.launched[base]
+        for pid in child_pids(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.kill()
+        process.wait(timeout=10)
 
     def start_again(self, base: str, *, ready_within: float = 60) -> None:
         """Start a stopped server again as it was started, on the same port."""
