@@ -132,24 +132,26 @@ def _exit_quietly(_signum: int, _frame: object) -> None:
 
 
 def _child(settings: Settings, options: ServerOptions) -> None:
+    _start_child(settings)
+    run_server(settings, options, listeners(options, reuse_port=True))
+
+
+def _workers_child(settings: Settings, options: ServerOptions) -> None:
+    _start_child(settings)
+    # Ctrl-C in a terminal reaches this process too, maybe before the loop takes SIGINT over.
+    with contextlib.suppress(KeyboardInterrupt):
+        run_background_workers(settings, loop=options.loop)
+
+
+def _start_child(settings: Settings) -> None:
+    """What every child does first: log as the parent does, and watch the parent."""
     from mediagraph.cli.runtime import configure_logging
 
     configure_logging(settings=settings)
     # The parent forwards SIGTERM; Ctrl-C in a terminal reaches every process of the group.
     # A parent killed outright (SIGKILL, OOM) forwards nothing, so each process also stops
-    # gracefully once its parent is gone, instead of serving on as an orphan.
+    # gracefully once its parent is gone, instead of running on as an orphan.
     threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
-    run_server(settings, options, listeners(options, reuse_port=True))
-
-
-def _workers_child(settings: Settings, options: ServerOptions) -> None:
-    from mediagraph.cli.runtime import configure_logging
-
-    configure_logging(settings=settings)
-    threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
-    # Ctrl-C in a terminal reaches this process too, maybe before the loop takes SIGINT over.
-    with contextlib.suppress(KeyboardInterrupt):
-        run_background_workers(settings, loop=options.loop)
 
 
 def run_background_workers(settings: Settings, *, loop: str, names: list[str] | None = None) -> None:
