@@ -138,6 +138,38 @@ async def test_an_event_claimed_from_a_dead_consumer_counts_once(gql, http, serv
     assert await hot_list(gql, today) == [(media, 5.0)]
 
 
+async def test_a_steady_trickle_of_events_is_applied_in_batches(gql, http, services, owner, today, monkeypatch):
+    (media,) = await media_of(http, owner, 1)
+    steps: list[int] = []
+    consume = worker.consume
+
+    async def counted(*args, **kwargs) -> int:
+        taken = await consume(*args, **kwargs)
+        if taken:
+            steps.append(taken)
+        return taken
+
+    monkeypatch.setattr(worker, "consume", counted)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(services, stop))
+    try:
+        # 40 events over about 0.8 s: a blocking read alone would return with nearly every one.
+        for _ in range(40):
+            await publish(services, EngagementKind.VIEW, media)
+            await asyncio.sleep(0.02)
+        for _ in range(100):
+            if await hot_list(gql, today) == [(media, 40.0)]:
+                break
+            await asyncio.sleep(0.05)
+        assert await hot_list(gql, today) == [(media, 40.0)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 10)
+    assert sum(steps) == 40
+    # A step at most every STEP_SECONDS, plus the one the first event starts.
+    assert len(steps) <= 1 + 1.5 / worker.STEP_SECONDS
+
+
 async def test_mediagraph_worker_hot_keeps_scores_as_a_separate_process(
     gql, http, services, owner, today, live_servers
 ):

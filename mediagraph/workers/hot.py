@@ -9,6 +9,7 @@ in Redis yet are recomputed from the database before their events apply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -44,6 +45,10 @@ NAME = "hot"
 GROUP = "hot"
 BATCH = 500
 BLOCK_MS = 1_000
+# Under a steady trickle a blocking read returns with the first event, and each event would
+# cost a step of four round trips; steps at least this far apart take them in batches
+# (`hotMediaUpdated` pushes at most once a second anyway).
+STEP_SECONDS = 0.25
 # How often days are opened (a new day starts) and closed (a day's top 10 becomes final).
 DAY_CHECK_SECONDS = 5.0
 
@@ -70,7 +75,12 @@ async def run(services: Services, stop: asyncio.Event) -> None:
             await finalize_due_days(services)
             await open_live_days(services)
             next_finalize = loop.time() + DAY_CHECK_SECONDS
-        await consume(services, consumer=consumer, block_ms=BLOCK_MS)
+        started = loop.time()
+        taken = await consume(services, consumer=consumer, block_ms=BLOCK_MS)
+        pause = STEP_SECONDS - (loop.time() - started)
+        if 0 < taken < BATCH and pause > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
 
 
 async def lag(services: Services) -> list[Lag]:
