@@ -6,17 +6,21 @@ Redis consumer group, so any number of them can run and a dead one's messages ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from mediagraph.keys import KeySpace
-from mediagraph.keys.events import engagement_stream
+from mediagraph.keys.events import APPEND_EVENTS, engagement_stream
 
 # Bounded so a stream nobody consumes cannot grow without limit.
 STREAM_MAX_LENGTH = 1_000_000
+# Events one script call appends: Redis runs nothing else meanwhile (about 2 ms for 500).
+APPEND_CHUNK = 500
 
 
 class EngagementKind(Enum):
@@ -61,3 +65,13 @@ def queue_engagement(pipe: Pipeline, keys: KeySpace, event: EngagementEvent) -> 
         maxlen=STREAM_MAX_LENGTH,
         approximate=True,
     )
+
+
+async def publish_engagements(redis: Redis, keys: KeySpace, events: Sequence[EngagementEvent]) -> None:
+    """Many events (a flush's views, one per media) in one round trip per `APPEND_CHUNK`: an
+    XADD each in a pipeline costs a command to pack and a reply to parse per event."""
+    for start in range(0, len(events), APPEND_CHUNK):
+        args: list[Any] = [STREAM_MAX_LENGTH]
+        for event in events[start : start + APPEND_CHUNK]:
+            args += [event.kind.value, event.media_id, event.delta]
+        await APPEND_EVENTS.run(redis, [engagement_stream(keys)], args)

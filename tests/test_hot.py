@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mediagraph.events import EngagementEvent, EngagementKind, publish_engagement
+from mediagraph.events import APPEND_CHUNK, EngagementEvent, EngagementKind, publish_engagement, publish_engagements
 from mediagraph.ids import decode_id, snowflake_floor, to_global_id
 from mediagraph.keys.events import engagement_stream
 from mediagraph.keys.hot import day_scores, day_state
@@ -136,6 +136,19 @@ async def test_an_event_claimed_from_a_dead_consumer_counts_once(gql, http, serv
     pending = await services.redis.xpending(stream, worker.GROUP)
     assert pending["pending"] == 0
     assert await hot_list(gql, today) == [(media, 5.0)]
+
+
+async def test_many_events_are_appended_at_once_in_order(services):
+    await worker.ensure_group(services)
+    stream = engagement_stream(services.keys)
+    [(last, _)] = await services.redis.xrevrange(stream, count=1) or [(b"0-0", None)]
+    events = [EngagementEvent(EngagementKind.VIEW, media, media % 7 + 1) for media in range(1, 2 * APPEND_CHUNK + 42)]
+    await publish_engagements(services.redis, services.keys, events)
+    appended = await services.redis.xrange(stream, min=f"({last.decode()}")
+    assert [EngagementEvent.from_fields(fields) for _, fields in appended] == events
+    # Those media were never uploaded: their events are dropped, not kept pending.
+    await drain(services)
+    assert (await services.redis.xpending(stream, worker.GROUP))["pending"] == 0
 
 
 async def test_a_steady_trickle_of_events_is_applied_in_batches(gql, http, services, owner, today, monkeypatch):

@@ -24,7 +24,7 @@ from sqlmodel import col
 from mediagraph.dataloaders.views import view_buffer
 from mediagraph.db.base import utcnow
 from mediagraph.db.views import MediaViewBatch, store
-from mediagraph.events import EngagementEvent, EngagementKind, queue_engagement
+from mediagraph.events import EngagementEvent, EngagementKind, publish_engagements
 from mediagraph.keys.views import Batch
 from mediagraph.observability.metrics import Lag
 from mediagraph.services import Services
@@ -62,10 +62,8 @@ async def finish_batch(services: Services, batch: Batch) -> int:
     await view_buffer(services).drop(batch)
     if not applied:
         return 0
-    async with services.redis.pipeline(transaction=False) as pipe:
-        for media_id, views in batch.deltas.items():
-            queue_engagement(pipe, services.keys, EngagementEvent(EngagementKind.VIEW, media_id, views))
-        await pipe.execute()
+    events = [EngagementEvent(EngagementKind.VIEW, media_id, views) for media_id, views in batch.deltas.items()]
+    await publish_engagements(services.redis, services.keys, events)
     await announce(services, list(batch.deltas))
     return sum(batch.deltas.values())
 
