@@ -6,7 +6,8 @@ read workload, for several rounds, alternating which server goes first. Requests
 cycle through every id of the table in random order (and through the cursors of the
 first `--page-depth` pages of one scrolling session per connection), so no side can
 answer from a few cached rows. Then the hot writes run on mediagraph alone (see
-`http_writes`), each compared with mediagraph's own `media(id:)` of the same round.
+`http_writes`), each compared with mediagraph's own `media(id:)` run right before or
+after it (alternating by round): the ratio of each round's pair, medians over rounds.
 A response that is not a 200 or carries `errors` counts as a failure.
 
 `--only` runs a subset (a write brings `by-id` along, its yardstick); `--profile`
@@ -171,6 +172,8 @@ def run(options: Options) -> None:
                 mediagraph.loads.update({workload.key: all_writes[workload.key] for workload in writes})
             for target in targets:
                 target.loads.update(_read_loads(target, reads, folder, ids, options))
+            for workload in writes:
+                mediagraph.loads[beside(workload).key] = mediagraph.loads[BY_ID.key]
             load_before = os.getloadavg()[0]
             try:
                 results = _drive(targets, reads, writes, options, folder, settings)
@@ -278,16 +281,29 @@ def _drive(
         )
     for round_number in range(1, options.rounds + 1):
         for workload in writes:
-            # Each write starts once the workers have taken up what the writes before it left.
-            _settle(settings)
-            _record(results, round_number, workload, mediagraph, options, folder)
+            # Each write is paired with a media(id:) run just before or after it (alternating by
+            # round), its yardstick: a shared machine's speed drifts over the minutes between the
+            # reads and the writes, and a ratio of runs far apart measures the drift.
+            pair = [beside(workload), workload]
+            for measured in pair if round_number % 2 else pair[::-1]:
+                # Each run starts once the workers have taken up what the writes before it left.
+                _settle(settings)
+                _record(results, round_number, measured, mediagraph, options, folder)
     return results
+
+
+def beside(write: Workload) -> Workload:
+    """The media(id:) read measured next to `write`, under a key of its own."""
+    return replace(
+        BY_ID, key=f"{BY_ID.key} beside {write.key}", name=f"{BY_ID.name} (beside {write.name})", beside=write.key
+    )
 
 
 def _record(
     results: Results, round_number: int, workload: Workload, target: Target, options: Options, folder: Path
 ) -> None:
-    profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME
+    # The reads beside the writes are the reads profiled already.
+    profile = options.profile and round_number == 1 and target.name == MEDIAGRAPH_NAME and workload.beside is None
     result = _measure(target, workload, options, folder if profile else None)
     results.setdefault((workload.key, target.name), []).append(result)
     cpu = result.server_cpu_us_per_request
@@ -429,11 +445,10 @@ def _report(
     if reads and len(targets) < 2 and (options.postgraphile or options.peers):
         console.print("No peer could be measured, so there are no ratios.")
     if writes:
-        by_id = _median(results[(BY_ID.key, MEDIAGRAPH_NAME)])
-        by_id_cpu = _median_cpu(results[(BY_ID.key, MEDIAGRAPH_NAME)])
         write_rows = []
         for workload in writes:
             measured = results[(workload.key, MEDIAGRAPH_NAME)]
+            yardstick = results[(beside(workload).key, MEDIAGRAPH_NAME)]
             rps, p50, p99, failures = _median(measured)
             cpu = _median_cpu(measured)
             write_rows.append(
@@ -444,13 +459,15 @@ def _report(
                     p99,
                     failures,
                     _cpu_cell(cpu),
-                    _cpu_ratio(by_id_cpu, cpu),
-                    f"{rps / by_id[0]:.2f}x" if by_id[0] else "-",
+                    _median(yardstick)[0],
+                    _cpu_cell(_median_cpu(yardstick)),
+                    paired_ratio(yardstick, measured, cpu=True),
+                    paired_ratio(yardstick, measured, cpu=False),
                 ]
             )
         report(
-            f"bench http writes, mediagraph alone: {setup}; ratio to its media(id:) at {by_id[0]:,.0f} req/s "
-            f"({_cpu_cell(by_id_cpu)} µs CPU each)",
+            f"bench http writes, mediagraph alone: {setup}; each against its media(id:) measured beside it "
+            "(ratios: medians of each round's pair)",
             [
                 "write",
                 "req/s",
@@ -458,8 +475,23 @@ def _report(
                 "p99 ms",
                 "failures",
                 "server CPU µs/req",
+                "media(id:) req/s",
+                "media(id:) CPU µs/req",
                 "media(id:) CPU / its CPU",
                 "throughput / media(id:)",
             ],
             write_rows,
         )
+
+
+def paired_ratio(yardstick: list[LoadResult], measured: list[LoadResult], *, cpu: bool) -> str:
+    """The median over rounds of media(id:)'s CPU per request / the write's (`cpu`), or the
+    write's throughput / media(id:)'s, each round's pair measured minutes apart at most."""
+    ratios = []
+    for read, write in zip(yardstick, measured, strict=True):
+        if cpu:
+            if read.server_cpu_us_per_request is not None and write.server_cpu_us_per_request:
+                ratios.append(read.server_cpu_us_per_request / write.server_cpu_us_per_request)
+        elif read.requests_per_second:
+            ratios.append(write.requests_per_second / read.requests_per_second)
+    return f"{statistics.median(ratios):.2f}x" if ratios else "-"

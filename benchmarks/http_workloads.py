@@ -113,6 +113,7 @@ class Workload:
     listing: Listing | None = None  # paged workloads: the list they page through
     with_uploader: bool = False
     write: bool = False  # mediagraph alone, measured against its own by-id read
+    beside: str | None = None  # a by-id read measured next to this write (its key): the write's yardstick
 
     def document(self, dialect: Dialect) -> str:
         if self.write:

@@ -18,7 +18,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from benchmarks import http_data, http_writes
-from benchmarks.http_workloads import MEDIAGRAPH, PAGE_SIZE, READS, Listing, Workload, select
+from benchmarks.http import beside, paired_ratio
+from benchmarks.http_workloads import BY_ID, MEDIAGRAPH, PAGE_SIZE, READS, WORKLOADS, Listing, Workload, select
+from benchmarks.wrk import LoadResult
 from mediagraph import security
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.provision import drop_database, provision
@@ -133,3 +135,22 @@ def test_only_selects_workloads_and_brings_the_yardstick_of_writes() -> None:
     assert [workload.key for workload in select(["record-view"])] == ["by-id", "record-view"]
     with pytest.raises(ValueError, match="unknown workload"):
         select(["no-such-workload"])
+
+
+def test_a_write_is_compared_with_the_media_by_id_run_beside_it_in_each_round() -> None:
+    (write,) = [workload for workload in WORKLOADS if workload.key == http_writes.LIKE_KEY]
+    yardstick = beside(write)
+    assert yardstick.beside == write.key
+    assert yardstick.key != BY_ID.key
+    assert yardstick.document(MEDIAGRAPH) == BY_ID.document(MEDIAGRAPH)
+
+    def run(rps: float, cpu_seconds: float) -> LoadResult:
+        return LoadResult(rps, 1.0, 2.0, int(rps * 10), 0, 0, cpu_seconds)
+
+    # The machine ran at half speed in the second round: each round's pair says 0.5x, as
+    # the ratio of medians taken apart (1,500 / 2,000 = 0.75x) would not.
+    reads = [run(4_000, 10.0), run(2_000, 10.0)]
+    writes = [run(2_000, 10.0), run(1_000, 10.0)]
+    assert paired_ratio(reads, writes, cpu=False) == "0.50x"
+    # CPU per request: 10 s over 40,000 reads against 10 s over 20,000 writes.
+    assert paired_ratio(reads, writes, cpu=True) == "0.50x"
