@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -49,12 +48,7 @@ class EngagementEvent:
 
 
 async def publish_engagement(redis: Redis, keys: KeySpace, event: EngagementEvent) -> None:
-    await redis.xadd(
-        engagement_stream(keys),
-        event.fields(),  # type: ignore[arg-type]
-        maxlen=STREAM_MAX_LENGTH,
-        approximate=True,
-    )
+    await publish_engagements(redis, keys, [event])
 
 
 def queue_engagement(pipe: Pipeline, keys: KeySpace, event: EngagementEvent) -> None:
@@ -71,7 +65,10 @@ async def publish_engagements(redis: Redis, keys: KeySpace, events: Sequence[Eng
     """Many events (a flush's views, one per media) in one round trip per `APPEND_CHUNK`: an
     XADD each in a pipeline costs a command to pack and a reply to parse per event."""
     for start in range(0, len(events), APPEND_CHUNK):
-        args: list[Any] = [STREAM_MAX_LENGTH]
-        for event in events[start : start + APPEND_CHUNK]:
-            args += [event.kind.value, event.media_id, event.delta]
-        await APPEND_EVENTS.run(redis, [engagement_stream(keys)], args)
+        # Each event's fields as XADD takes them (name, value, …); every event has the same fields.
+        entries = [
+            [part for field in event.fields().items() for part in field]
+            for event in events[start : start + APPEND_CHUNK]
+        ]
+        arguments = [STREAM_MAX_LENGTH, len(entries[0]), *(part for entry in entries for part in entry)]
+        await APPEND_EVENTS.run(redis, [engagement_stream(keys)], arguments)

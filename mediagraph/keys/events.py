@@ -10,11 +10,12 @@ def engagement_stream(keys: KeySpace) -> str:
     return keys.key("events", "engagement")
 
 
-# KEYS: the stream. ARGV: its approximate length bound, then per event: kind, media id, delta.
-# Answers how many it appended.
+# KEYS: the stream. ARGV: its approximate length bound, the arguments per event (its fields'
+# names and values, as many for each), then each event's. Answers how many it appended.
 APPEND_EVENTS = Lua("""
-for i = 2, #ARGV, 3 do
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'kind', ARGV[i], 'media_id', ARGV[i + 1], 'delta', ARGV[i + 2])
+local width = tonumber(ARGV[2])
+for i = 3, #ARGV, width do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, i, i + width - 1))
 end
-return (#ARGV - 1) / 3
+return (#ARGV - 2) / width
 """)
