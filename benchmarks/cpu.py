@@ -8,6 +8,7 @@ far less, so they show what a change to the request path saves.
 from __future__ import annotations
 
 import psutil
+from redis.asyncio import Redis
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
@@ -25,3 +26,10 @@ def tree_cpu_seconds(pid: int) -> float | None:
             continue
         total += times.user + times.system
     return total
+
+
+async def redis_cpu_seconds(redis: Redis) -> float:
+    """User and system CPU seconds the Redis server has spent since it started (its main
+    process: on a machine it shares with the server under test, what a command costs it)."""
+    figures = await redis.info("cpu")
+    return float(figures["used_cpu_user"]) + float(figures["used_cpu_sys"])

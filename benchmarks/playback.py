@@ -7,6 +7,9 @@ One run measures, side by side on the same data:
 - the same two kinds through the Redis steps alone (claim and counting script, in
   this process), so the ratio shows what the API around them costs;
 - the roll-up copying the resulting counters into PostgreSQL.
+
+Each run also reports the CPU Redis spent per heartbeat: on a machine Redis shares with
+the server, its counting script takes cores the requests would otherwise have.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import cast
 import httpx
 from sqlmodel import col, select
 
+from benchmarks.cpu import redis_cpu_seconds
 from benchmarks.harness import WORK_DIR, Latency, bench_settings, bulk_media, console, report
 from benchmarks.servers import mediagraph_server
 from mediagraph.db.endpoints import Endpoints
@@ -47,6 +51,12 @@ class Run:
     name: str
     seconds: float
     latency: Latency
+    redis_cpu_seconds: float
+
+    @property
+    def redis_cpu_us(self) -> float:
+        """Redis's CPU per heartbeat, in microseconds."""
+        return self.redis_cpu_seconds * 1e6 / self.latency.count if self.latency.count else 0.0
 
     @property
     def rate(self) -> float:
@@ -62,8 +72,8 @@ def run(*, heartbeats: int, concurrency: int, media: int, rounds: int) -> None:
             )
     report(
         f"Playback heartbeats: median of {rounds} rounds of {heartbeats:,} ({concurrency} concurrent, {media} media)",
-        ["path", "heartbeats/s", "p50 ms", "p99 ms"],
-        [(r.name, r.rate, r.latency.p50, r.latency.p99) for r in runs],
+        ["path", "heartbeats/s", "p50 ms", "p99 ms", "Redis CPU µs/heartbeat"],
+        [(r.name, r.rate, r.latency.p50, r.latency.p99, r.redis_cpu_us) for r in runs],
     )
     counters, seconds = rolled
     report("Roll-up into PostgreSQL", ["counters", "seconds", "counters/s"], [(counters, seconds, counters / seconds)])
@@ -126,7 +136,7 @@ async def _measure(
                 for name, beat in paths.items():
                     sessions = [(str(uuid.uuid4()), streams[n % len(streams)]) for n in range(heartbeats)]
                     for kind in ("new sessions", "steady"):
-                        run = await _timed(f"{name}, {kind}", sessions, beat, concurrency)
+                        run = await _timed(f"{name}, {kind}", sessions, beat, concurrency, services)
                         measured.setdefault(run.name, []).append(run)
         runs = [sorted(results, key=lambda run: run.rate)[len(results) // 2] for results in measured.values()]
         return runs, await _timed_roll_up(services)
@@ -167,7 +177,9 @@ def _direct_beat(services: Services) -> Beat:
     return beat
 
 
-async def _timed(name: str, beats: Sequence[tuple[str, Entity]], beat: Beat, concurrency: int) -> Run:
+async def _timed(
+    name: str, beats: Sequence[tuple[str, Entity]], beat: Beat, concurrency: int, services: Services
+) -> Run:
     console.print(f"{name}: {len(beats):,} heartbeats")
     durations: list[float] = []
     queue = iter(beats)
@@ -178,9 +190,12 @@ async def _timed(name: str, beats: Sequence[tuple[str, Entity]], beat: Beat, con
             await beat(session, stream)
             durations.append(time.perf_counter() - started)
 
+    redis_before = await redis_cpu_seconds(services.redis)
     started = time.perf_counter()
     await asyncio.gather(*(player() for _ in range(concurrency)))
-    return Run(name, time.perf_counter() - started, Latency.of(durations))
+    seconds = time.perf_counter() - started
+    redis_spent = await redis_cpu_seconds(services.redis) - redis_before
+    return Run(name, seconds, Latency.of(durations), redis_spent)
 
 
 async def _timed_roll_up(services: Services) -> tuple[int, float]:

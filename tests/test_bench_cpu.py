@@ -1,4 +1,4 @@
-"""`benchmarks/cpu.py`: the CPU a server spends counts its worker processes too."""
+"""`benchmarks/cpu.py`: the CPU a server spends counts its worker processes too, and Redis's own is read from it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks.cpu import tree_cpu_seconds
+from benchmarks.cpu import redis_cpu_seconds, tree_cpu_seconds
+from mediagraph.services import Services
 
 # A parent that starts a child spinning for two seconds of CPU, then waits for a line on stdin.
 SPINNING_CHILD = """
@@ -46,3 +47,16 @@ def test_a_process_that_is_gone_has_no_figure() -> None:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
     assert tree_cpu_seconds(process.pid) is None
+
+
+# A script that only spins: Redis spends its time on the CPU, in the server itself.
+SPIN = "local n = 0 for i = 1, tonumber(ARGV[1]) do n = n + i end return 1"
+
+
+async def test_the_cpu_redis_spends_on_a_script_is_read_from_it(services: Services) -> None:
+    before = await redis_cpu_seconds(services.redis)
+    for _ in range(3):
+        await services.redis.eval(SPIN, 0, 10_000_000)  # type: ignore[misc]
+    spent = await redis_cpu_seconds(services.redis) - before
+    # Three spins of about 0.1 s each (more on a slow machine); idle, Redis spends a few ms a second.
+    assert spent >= 0.15
