@@ -267,8 +267,11 @@ def _drive(
     _settle(settings)
     for workload in reads:
         for target in targets:
+            load = target.loads[workload.key]
+            if load.start is not None:
+                load.start(target.url)
             # Warm-up: connection pools, PostgreSQL's buffers, Node's JIT, cached documents.
-            run_wrk(target.url, target.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS)
+            run_wrk(target.url, load, connections=options.connections, seconds=WARM_UP_SECONDS)
     for round_number in range(1, options.rounds + 1):
         # Alternating which side goes first lets a shared machine's drifts hit both.
         order = targets if round_number % 2 else targets[::-1]
@@ -276,9 +279,10 @@ def _drive(
             for target in order:
                 _record(results, round_number, workload, target, options, folder)
     for workload in writes:
-        run_wrk(
-            mediagraph.url, mediagraph.loads[workload.key], connections=options.connections, seconds=WARM_UP_SECONDS
-        )
+        load = mediagraph.loads[workload.key]
+        if load.start is not None:
+            load.start(mediagraph.url)
+        run_wrk(mediagraph.url, load, connections=options.connections, seconds=WARM_UP_SECONDS)
     for round_number in range(1, options.rounds + 1):
         for workload in writes:
             # Each write is paired with a media(id:) run just before or after it (alternating by

@@ -8,21 +8,27 @@
   likers are users who hold none of the loaded likes, so every call changes a row.
 - reportPlayback: each thread keeps `PLAYBACK_SESSIONS` players playing; a player
   heartbeats in turn and, after `PLAYBACK_BEATS` heartbeats (five minutes of 5 s
-  heartbeats), starts a new session on another media.
+  heartbeats), starts a new session on another media. The players are already playing
+  when the first run begins (`start_players` sends each one's first heartbeat), and every
+  run takes them up where they are, at different points of their plays: a run measures
+  heartbeats as a steady audience sends them, one in `PLAYBACK_BEATS` starting a session,
+  not an audience that all pressed play at the run's first second.
 - submitScore (service token): random scores for entrants drawn from every user, on
   a BEST board the benchmark defines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from benchmarks.wrk import Load, lua_string, write_lines
+from benchmarks.wrk import THREADS, Load, lua_string, write_lines
 from mediagraph import security
 from mediagraph.ids import to_global_id
 from mediagraph.settings import Settings
@@ -142,14 +148,15 @@ function new_uuid()
     r(0, 65535), r(0, 65535), r(0, 65535), r(0, 4095), 32768 + r(0, 16383), r(0, 65535), r(0, 65535), r(0, 65535))
 end
 
+-- args[2]: the players already playing, one "session media beats" line each, SESSIONS per thread.
 function init(args)
   seed_random()
   media = read_lines(args[1])
   sessions, session_media, beats = {}, {}, {}
+  local players = read_lines(args[2])
   for n = 1, SESSIONS do
-    sessions[n], session_media[n] = new_uuid(), media[math.random(#media)]
-    -- Players are at different points of their plays.
-    beats[n] = math.random(0, BEATS - 1)
+    local session, played, beaten = string.match(players[(thread_number - 1) * SESSIONS + n], "^(%S+) (%S+) (%d+)$")
+    sessions[n], session_media[n], beats[n] = session, played, tonumber(beaten)
   end
   turn = 0
 end
@@ -189,6 +196,7 @@ class WriteData:
     """The files the write loads read: media and user global ids, user tokens, a service token."""
 
     media: Path
+    players: Path
     viewer_tokens: Path
     liker_tokens: Path
     users: Path
@@ -204,11 +212,49 @@ def write_data(
     service = security.issue_token(settings, user_id=user_ids[0], role=security.SERVICE_ROLE, token_version=0)
     return WriteData(
         media=write_lines(folder / "write-media.txt", [to_global_id("Media", id_) for id_ in media_ids]),
+        players=write_lines(folder / "write-players.txt", players(media_ids, random.Random(len(media_ids)))),
         viewer_tokens=write_lines(folder / "write-viewer-tokens.txt", tokens(user_ids)),
         liker_tokens=write_lines(folder / "write-liker-tokens.txt", tokens(likers)),
         users=write_lines(folder / "write-users.txt", [to_global_id("User", id_) for id_ in user_ids]),
         service_token=write_lines(folder / "write-service-token.txt", [service]),
     )
+
+
+def players(media_ids: list[int], rng: random.Random, *, per_thread: int = PLAYBACK_SESSIONS) -> list[str]:
+    """`per_thread` players for each wrk thread, each "session media beats": a session on a
+    random media, `beats` heartbeats into its play (players are at different points of theirs)."""
+    return [
+        f"{uuid.UUID(int=rng.getrandbits(128), version=4)} {to_global_id('Media', rng.choice(media_ids))} "
+        f"{rng.randrange(PLAYBACK_BEATS)}"
+        for _ in range(per_thread * THREADS)
+    ]
+
+
+def start_players(url: str, players: Path) -> None:
+    """Each player's first heartbeat, so the runs find them playing."""
+
+    lines = players.read_text().splitlines()
+
+    async def start() -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            await first_heartbeats(client, url, lines)
+
+    asyncio.run(start())
+
+
+async def first_heartbeats(client: httpx.AsyncClient, url: str, lines: list[str], *, concurrency: int = 64) -> None:
+    waiting = iter(lines)
+
+    async def player() -> None:
+        for line in waiting:
+            session, media, _ = line.split(" ")
+            body = filled(REPORT_PLAYBACK_BODY, session, media)
+            response = await client.post(url, content=body.encode(), headers={"content-type": "application/json"})
+            answer = response.json()
+            if answer.get("errors"):
+                raise RuntimeError(f"starting a player failed: {answer['errors']}")
+
+    await asyncio.gather(*(player() for _ in range(concurrency)))
 
 
 def define_board(url: str, service_token: str) -> None:
@@ -229,7 +275,9 @@ def loads(data: WriteData) -> dict[str, Load]:
     return {
         RECORD_VIEW_KEY: Load(RECORD_VIEW_LUA, (data.media, data.viewer_tokens)),
         LIKE_KEY: Load(LIKE_LUA, (data.media, data.liker_tokens)),
-        REPORT_PLAYBACK_KEY: Load(REPORT_PLAYBACK_LUA, (data.media,)),
+        REPORT_PLAYBACK_KEY: Load(
+            REPORT_PLAYBACK_LUA, (data.media, data.players), start=lambda url: start_players(url, data.players)
+        ),
         SUBMIT_SCORE_KEY: Load(SUBMIT_SCORE_LUA, (data.users, data.service_token)),
     }
 

@@ -13,10 +13,12 @@ import hashlib
 import json
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# wrk threads per run, unless a run asks for another number.
+THREADS = 2
 INSTALL_HINT = "wrk is not installed: `apt-get install -y wrk` (Debian/Ubuntu) or see https://github.com/wg/wrk"
 
 # Threads are numbered in setup (which runs in the main interpreter) so that each
@@ -117,6 +119,9 @@ class Load:
 
     lua: str
     arguments: tuple[Path, ...]
+    # Run once against the server's URL before the load's first run: state the load expects
+    # to find already there (players already playing, say).
+    start: Callable[[str], None] | None = None
 
 
 def wrk_path() -> str | None:
@@ -146,7 +151,7 @@ def bodies_load(bodies: Path) -> Load:
 
 
 def run_wrk(
-    url: str, load: Load, *, connections: int, seconds: float, threads: int = 2, timeout: float = 10
+    url: str, load: Load, *, connections: int, seconds: float, threads: int = THREADS, timeout: float = 10
 ) -> LoadResult:
     executable = wrk_path()
     if executable is None:

@@ -9,6 +9,7 @@ measure errors. Speed is the benchmark's business, not this test's.
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from sqlalchemy.engine import make_url
 from benchmarks import http_data, http_writes
 from benchmarks.http import beside, paired_ratio
 from benchmarks.http_workloads import BY_ID, MEDIAGRAPH, PAGE_SIZE, READS, WORKLOADS, Listing, Workload, select
-from benchmarks.wrk import LoadResult
+from benchmarks.http_writes import filled
+from benchmarks.wrk import THREADS, LoadResult
 from mediagraph import security
 from mediagraph.db.endpoints import Endpoints
 from mediagraph.db.provision import drop_database, provision
@@ -154,3 +156,19 @@ def test_a_write_is_compared_with_the_media_by_id_run_beside_it_in_each_round() 
     assert paired_ratio(reads, writes, cpu=False) == "0.50x"
     # CPU per request: 10 s over 40,000 reads against 10 s over 20,000 writes.
     assert paired_ratio(reads, writes, cpu=True) == "0.50x"
+
+
+async def test_started_players_heartbeat_as_sessions_already_counted(bench: Bench) -> None:
+    """The playback load's players are playing before the first run: their heartbeats there
+    are a steady audience's, not sessions starting."""
+    lines = http_writes.players(bench.media_ids, random.Random(7), per_thread=3)
+    assert len(lines) == 3 * THREADS
+    sessions = [uuid.UUID(line.split(" ")[0]) for line in lines]
+    assert len(set(sessions)) == len(sessions)
+    assert all(session.version == 4 for session in sessions)
+    assert all(0 <= int(line.split(" ")[2]) < http_writes.PLAYBACK_BEATS for line in lines)
+    await http_writes.first_heartbeats(bench.gql.http, "/graphql", lines, concurrency=2)
+    for line in lines:
+        session, media, _ = line.split(" ")
+        answer = await _post(bench, filled(http_writes.REPORT_PLAYBACK_BODY, session, media), None)
+        assert "TOTAL" not in answer["reportPlayback"]["counted"]
