@@ -149,8 +149,12 @@ class Settings(BaseSettings):
     playback_session_idle_hours: int = Field(default=6, ge=1, le=72)
     # New sessions one address may start on one channel per minute.
     playback_new_sessions_per_minute: int = Field(default=60, ge=1)
-    # Bucket counts and peaks reach PostgreSQL within about this delay.
+    # New plays reach PostgreSQL within about this interval.
     playback_rollup_interval_seconds: float = Field(default=5.0, gt=0, le=600)
+    # What later heartbeats only grow (watched time, peaks, counts of counters there already)
+    # reaches PostgreSQL within about this much longer: reads take it from Redis meanwhile,
+    # and a roll-up copies a counter once per delay rather than at every heartbeat.
+    playback_rollup_delay_seconds: float = Field(default=60.0, ge=0, le=3600)
     # Play records (one row per session) are kept this many UTC days after the day they
     # started, then their day's partition is dropped; bucket roll-ups stay forever.
     play_history_days: int = Field(default=90, ge=1, le=3650)

@@ -19,7 +19,7 @@ CHANNEL_WATCH = "query($user: ID!) { channelStats(userId: $user) { watchSeconds 
 
 
 async def roll_up_everything(services) -> None:
-    while await playback_worker.roll_up_once(services):
+    while await playback_worker.roll_up_once(services, everything=True):
         pass
 
 

@@ -33,7 +33,7 @@ async def forget_redis(services) -> None:
 
 async def roll_up_everything(services) -> None:
     for _ in range(100):
-        if await worker.roll_up_once(services) == 0:
+        if await worker.roll_up_once(services, everything=True) == 0:
             return
     raise AssertionError("the roll-up never ran out of dirty channels")
 

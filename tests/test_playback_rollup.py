@@ -40,7 +40,7 @@ async def forget_redis(services) -> None:
 
 async def roll_up_everything(services) -> None:
     for _ in range(100):
-        if await worker.roll_up_once(services) == 0:
+        if await worker.roll_up_once(services, everything=True) == 0:
             return
     raise AssertionError("the roll-up never ran out of dirty channels")
 
@@ -175,6 +175,70 @@ async def test_a_roll_up_that_dies_midway_or_runs_twice_counts_nothing_twice(gql
             assert stats["total"] == model.total(f"s{n}") == 2
         stats = await channel_stats(gql, channel.user["id"], granularity, *window)
         assert counts(stats["series"]) == model.series("channel", granularity, *window), granularity
+
+
+async def durable_total(services, stream_id: int) -> tuple[int, int]:
+    """(plays, watched ms) PostgreSQL holds for a stream's all-time total."""
+    async with services.databases.main_session() as session:
+        rows = (
+            await session.execute(
+                select(PlaybackTotal).where(
+                    col(PlaybackTotal.entity_kind) == "stream", col(PlaybackTotal.entity_id) == stream_id
+                )
+            )
+        ).scalars()
+        found = list(rows)
+    return sum(row.plays for row in found), sum(row.watch_ms for row in found)
+
+
+async def test_a_new_play_is_copied_at_once_and_mere_growth_after_its_delay(gql, http, clock, services):
+    delay = services.settings.playback_rollup_delay_seconds
+    assert delay > 10
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    stream_id = decode_id(media_id, "Media")
+    session = new_session()
+    await report(gql, session, media_id)
+    assert await worker.roll_up_once(services) == 1
+    assert await durable_total(services, stream_id) == (1, 0)
+
+    # A later heartbeat of the same play grows its watched time: not due yet, and not a backlog.
+    clock.advance(5)
+    await report(gql, session, media_id)
+    assert await worker.roll_up_once(services) == 0
+    assert await durable_total(services, stream_id) == (1, 0)
+    assert [(lag.entries, lag.seconds) for lag in await worker.lag(services)] == [(0, 0.0)]
+
+    # A new play on the same channel makes it due at once, and its visit copies the growth too.
+    await report(gql, new_session(), media_id)
+    assert await worker.roll_up_once(services) == 1
+    assert await durable_total(services, stream_id) == (2, 5000)
+
+    # Growth alone is copied once its delay has passed.
+    clock.advance(5)
+    await report(gql, session, media_id)
+    assert await worker.roll_up_once(services) == 0
+    clock.advance(delay)
+    assert [lag.entries for lag in await worker.lag(services)] == [1]
+    assert await worker.roll_up_once(services) == 1
+    assert await durable_total(services, stream_id) == (2, 10000)
+    # Meanwhile reads took it from Redis: the API's figures never waited for the copy.
+    assert (await stream_stats(gql, media_id, "MINUTE", clock.now - timedelta(minutes=3), clock.now))["total"] == 2
+
+
+async def test_a_play_found_new_after_all_is_due_at_once(gql, http, clock, services):
+    """A session this process counted before, gone from Redis (expired idle, or Redis lost it),
+    starts a new play: its channel is due at once, though the process took it for growth."""
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    session = new_session()
+    await report(gql, session, media_id)
+    await roll_up_everything(services)
+    await forget_redis(services)
+    clock.advance(5)
+    await report(gql, session, media_id)
+    assert await worker.roll_up_once(services) == 1
+    assert await durable_total(services, decode_id(media_id, "Media")) == (2, 0)
 
 
 async def test_an_older_copy_never_lowers_what_postgres_holds(gql, http, services):

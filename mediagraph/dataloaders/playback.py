@@ -58,7 +58,8 @@ def merge(durable: Iterable[DurableRow], live: CounterValue | None) -> Figures:
 
 async def read_counters(services: Services, counters: Sequence[Counter]) -> list[CounterValue | None]:
     """What Redis still holds of the counters. While Redis is unreachable: nothing, so
-    figures come from PostgreSQL alone, missing at most the last roll-up interval."""
+    figures come from PostgreSQL alone, missing at most what the roll-up had not copied
+    (new plays of the last interval, growth of the last `playback_rollup_delay_seconds`)."""
     try:
         return await PlaybackScripts(services.redis, services.keys).read(counters)
     except REDIS_UNREACHABLE as error:

@@ -1,10 +1,14 @@
 """Playback roll-up and live-count sweep.
 
-Roll-up: channels with changed counters wait in an index; each visit copies the current
-values of the channel's dirty counters into PostgreSQL (absolute values, GREATEST, so a
-visit repeated after a crash, or two workers visiting at once, change nothing), then
-forgets the counters that did not change meanwhile. A channel leaves the index only
-when nothing of it is dirty, and is put back if a heartbeat dirtied it in between.
+Roll-up: channels with changed counters wait in an index, scored with when their visit
+is due: at once when a heartbeat may have started a play (a play is listed once copied),
+`playback_rollup_delay_seconds` later when heartbeats only grew what PostgreSQL holds
+(reads take the growth from Redis meanwhile), so a busy channel's counters are copied
+once per delay rather than at every heartbeat. Each visit copies the current values of
+the channel's dirty counters into PostgreSQL (absolute values, GREATEST, so a visit
+repeated after a crash, or two workers visiting at once, change nothing), then forgets
+the counters that did not change meanwhile. A channel leaves the index only when nothing
+of it is dirty, and is put back, due at once, if a heartbeat dirtied it in between.
 
 Plays: the same visit copies the channel's dirty plays (session records) into `plays`,
 one statement per batch, making the day partitions they need; now and then the worker
@@ -78,11 +82,13 @@ PARTITION_INTERVAL_SECONDS = 3600.0
 PARTITION_DAYS_AHEAD = 3
 
 
-async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT) -> int:
-    """Visit up to `channels` dirty channels, oldest first; returns how many were visited."""
+async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT, everything: bool = False) -> int:
+    """Visit up to `channels` dirty channels whose visit is due (with `everything`, due or
+    not), soonest due first; returns how many were visited."""
     redis, keys = services.redis, services.keys
     index = dirty_index_key(keys)
-    members = cast(list[bytes], await redis.zrange(index, 0, channels - 1))
+    due_by = "+inf" if everything else to_ms(services.clock())
+    members = cast(list[bytes], await redis.zrangebyscore(index, "-inf", due_by, start=0, num=channels))
     visiting = [int(member) for member in members]
     if not visiting:
         return 0
@@ -128,13 +134,15 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
 
 
 async def lag(services: Services) -> list[Lag]:
-    """Channels waiting to be rolled up into PostgreSQL, and how long the first of them has waited."""
+    """Channels due to be rolled up into PostgreSQL, and how long the first of them has been due
+    (a channel whose heartbeats only grew what PostgreSQL holds is not due until its delay passed)."""
     index = dirty_index_key(services.keys)
+    now_ms = to_ms(services.clock())
     async with services.redis.pipeline(transaction=False) as pipe:
-        pipe.zcard(index)
+        pipe.zcount(index, "-inf", now_ms)
         pipe.zrange(index, 0, 0, withscores=True)
         waiting, oldest = await pipe.execute()
-    seconds = max(0.0, (to_ms(services.clock()) - float(oldest[0][1])) / 1000) if oldest else 0.0
+    seconds = max(0.0, (now_ms - float(oldest[0][1])) / 1000) if oldest else 0.0
     return [Lag(NAME, "rollup", entries=int(waiting), seconds=seconds)]
 
 

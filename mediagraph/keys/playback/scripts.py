@@ -9,7 +9,9 @@ Invariants:
   generation its values only grow, so copying them into PostgreSQL with GREATEST is
   idempotent; a counter Redis lost and recreated gets a new generation and a new row.
 - A counter changed since the roll-up last copied it is named in its channel's dirty set
-  until a roll-up has copied exactly its current values.
+  until a roll-up has copied exactly its current values, and the channel is in the roll-up's
+  index, scored with when its visit is due: at once for a heartbeat that may start a play,
+  `playback_rollup_delay_seconds` later for one that only grows what is there.
 - A session's play (start, last played-at, watched ms) only grows too, and is named in
   the same dirty set (`p:<session id>`) until a roll-up has copied its current values.
 - Watched ms: the gap since the session's previous heartbeat (by played-at), capped at
@@ -179,6 +181,8 @@ class PlaybackScripts:
         churn_window_seconds: int = 60,
         renew_claim: bool = False,
         claim: bool = False,
+        maybe_new: bool = True,
+        growth_delay_ms: int = 0,
     ) -> HeartbeatResult:
         """Count a heartbeat, and publish its live and stats notices in the same script (except on a
         cluster: `HeartbeatResult.published`).
@@ -188,7 +192,12 @@ class PlaybackScripts:
         churn keeps no claim. `renew_claim` (a cluster, where the claim lives in another slot):
         the caller knows the session is bound to this media (it saw it bound), so the claim is
         renewed in the same round trip instead of before it; should the binding have changed
-        meanwhile, SessionConflict is raised after all."""
+        meanwhile, SessionConflict is raised after all.
+
+        The heartbeat names its channel for the roll-up: due now when it may start a play
+        (`maybe_new`: the caller has not seen the session), otherwise, unless already named,
+        due `growth_delay_ms` later, since it only grows what the next visit copies anyway
+        (a play found new after all is made due now in a second round trip)."""
         stream = beat.stream
         minute = _minute_of(self.keys, stream, beat.played_ms)
         keys = [
@@ -219,7 +228,8 @@ class PlaybackScripts:
         else:
             args.append("")
         renewal = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
-        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, beat.now_ms, renewal)
+        due_ms = beat.now_ms if maybe_new else beat.now_ms + growth_delay_ms
+        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, due_ms, renewal, sooner=maybe_new)
         if claimed is not None and claimed[0] == 0:
             raise SessionConflict()
         status = reply[0].decode()
@@ -228,6 +238,8 @@ class PlaybackScripts:
         if status == "limited":
             raise SessionChurnLimited(max(int(reply[1]), 1))
         flags = tuple(bool(flag) for flag in reply[1:5])
+        if flags[0] and not maybe_new and growth_delay_ms:
+            await self.redis.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms}, lt=True)
         return HeartbeatResult(
             counted=(flags[0], flags[1], flags[2], flags[3]),
             stream=LiveCount(int(reply[5]), bool(reply[6]), int(reply[7])),
@@ -240,18 +252,25 @@ class PlaybackScripts:
         keys: list[str],
         args: list[str | int],
         channel_id: int,
-        now_ms: int,
+        due_ms: int,
         claim: tuple[str, int, int, int] | None,
+        *,
+        sooner: bool,
     ) -> tuple[Any, Any]:
-        """(the claim's reply or None, the heartbeat's reply), in one round trip."""
+        """(the claim's reply or None, the heartbeat's reply), in one round trip. The channel is
+        named for the roll-up at `due_ms`: made due sooner if `sooner`, else only if not named."""
 
         def build(pipe: Pipeline) -> None:
             if claim is not None:
                 session_id, media_id, ttl_seconds, channel = claim
                 CLAIM_SCRIPT.queue(pipe, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel])
             HEARTBEAT_SCRIPT.queue(pipe, keys, args)
-            # Outside the script (another slot): the roll-up's index of channels to visit.
-            pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, nx=True)
+            # Outside the script (another slot): the roll-up's index of channels to visit, each
+            # scored with when it is due.
+            if sooner:
+                pipe.zadd(dirty_index_key(self.keys), {str(channel_id): due_ms}, lt=True)
+            else:
+                pipe.zadd(dirty_index_key(self.keys), {str(channel_id): due_ms}, nx=True)
 
         # Run again whole if Redis lost the scripts: claiming and a heartbeat's counting are
         # both idempotent, so a part that ran the first time changes nothing the second.

@@ -184,6 +184,9 @@ async def _count(
             churn_limit=settings.playback_new_sessions_per_minute,
             renew_claim=renew_claim,
             claim=in_script,
+            # A session this process has counted for this media only grows what the roll-up copies.
+            maybe_new=not seen,
+            growth_delay_ms=round(settings.playback_rollup_delay_seconds * 1000),
         )
     except SessionConflict:
         _bound.pop((prefix, session), None)
