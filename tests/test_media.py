@@ -377,3 +377,32 @@ async def test_media_by_id_answers_as_the_node_lookup_and_the_lists_do(http, gql
     assert by_id["viewerHasBookmarked"] is True
     missing = (await gql.ok("query($id: ID!) { media(id: $id) { id } }", {"id": "TWVkaWE6MQ"}))["media"]
     assert missing is None
+
+
+@pytest.mark.parametrize(
+    ("document", "variables", "code"),
+    [
+        # A literal is refused as the document is validated; a variable as it is coerced.
+        (
+            'mutation { uploadMedia(file: "\\r\\u0004S", title: "Ⱥ", description: "") { id } }',
+            {},
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+        ('mutation($f: Upload!) { uploadMedia(file: $f, title: "Ⱥ") { id } }', {"f": "not a file"}, "BAD_USER_INPUT"),
+        (
+            'mutation($f: Upload!) { uploadMedia(file: $f, title: "Ⱥ") { id } }',
+            {"f": {"name": "a.png"}},
+            "BAD_USER_INPUT",
+        ),
+    ],
+    ids=["literal", "string variable", "object variable"],
+)
+async def test_an_upload_that_is_not_a_file_is_refused(http, document, variables, code):
+    """Only a multipart request's file part is a file; text in its place is refused, never a server error."""
+    token, _ = await create_user_via(http)
+    response = await http.post(
+        "/graphql", json={"query": document, "variables": variables}, headers={"authorization": f"Bearer {token}"}
+    )
+    errors = response.json()["errors"]
+    assert [error["extensions"]["code"] for error in errors] == [code], errors
+    assert "multipart" in errors[0]["message"]

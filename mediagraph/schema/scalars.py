@@ -8,6 +8,8 @@ import uuid
 from typing import TYPE_CHECKING, NewType
 
 import strawberry
+from starlette.datastructures import UploadFile
+from strawberry.exceptions import StrawberryInputCoercionError
 from strawberry.file_uploads import Upload
 from strawberry.schema.types.base_scalars import DateDefinition, DateTimeDefinition, UUIDDefinition
 from strawberry.types.scalar import ScalarDefinition
@@ -32,6 +34,18 @@ def _parse_count(value: object) -> int:
         return _count(value)
     except (TypeError, ValueError) as error:
         raise BadUserInput(str(error)) from None
+
+
+def _parse_upload(value: object) -> UploadFile:
+    # Only a multipart request's file part is a file: a literal or a JSON value in its place
+    # would reach the resolver as text.
+    if isinstance(value, UploadFile):
+        return value
+    # Strawberry's coercion error, as its own scalars raise: clients see BAD_USER_INPUT.
+    raise StrawberryInputCoercionError(
+        "An Upload is a file sent by the GraphQL multipart request specification: put null in the "
+        "variable and name the file's part in `map`; a literal or a JSON value is not a file."
+    )
 
 
 # The Python type of counts, which the schema maps to the `Count` scalar (`SCALARS`).
@@ -84,6 +98,6 @@ SCALARS: dict[object, ScalarDefinition] = {
         ),
         specified_by_url="https://github.com/jaydenseric/graphql-multipart-request-spec",
         serialize=lambda value: value,
-        parse_value=lambda value: value,
+        parse_value=_parse_upload,
     ),
 }
