@@ -241,6 +241,31 @@ async def test_a_play_found_new_after_all_is_due_at_once(gql, http, clock, servi
     assert await durable_total(services, decode_id(media_id, "Media")) == (2, 0)
 
 
+@pytest.mark.parametrize("arrives", ["growth", "new play"])
+async def test_what_arrives_during_a_visit_waits_as_it_would_have(gql, http, clock, services, monkeypatch, arrives):
+    """Growth left while a visit copies waits its delay; a play started meanwhile is due at once."""
+    channel = await make_channel(gql, http)
+    media_id = channel.media[0]["id"]
+    session = new_session()
+    await report(gql, session, media_id)
+    real_store = worker.store_rows
+    arrived = []
+
+    async def store_while_heartbeating(*args, **kwargs):
+        if not arrived:
+            clock.advance(5)
+            arrived.append(await report(gql, session if arrives == "growth" else new_session(), media_id))
+        await real_store(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "store_rows", store_while_heartbeating)
+    assert await worker.roll_up_once(services) == 1
+    assert arrived
+    assert await worker.roll_up_once(services) == (0 if arrives == "growth" else 1)
+    clock.advance(services.settings.playback_rollup_delay_seconds)
+    await roll_up_everything(services)
+    assert await durable_total(services, decode_id(media_id, "Media")) == ((1, 5000) if arrives == "growth" else (2, 0))
+
+
 async def test_an_older_copy_never_lowers_what_postgres_holds(gql, http, services):
     channel = await make_channel(gql, http)
     stream = Entity.stream(decode_id(channel.media[0]["id"], "Media"), decode_id(channel.user["id"], "User"))

@@ -1,14 +1,16 @@
 """Playback roll-up and live-count sweep.
 
-Roll-up: channels with changed counters wait in an index, scored with when their visit
-is due: at once when a heartbeat may have started a play (a play is listed once copied),
-`playback_rollup_delay_seconds` later when heartbeats only grew what PostgreSQL holds
-(reads take the growth from Redis meanwhile), so a busy channel's counters are copied
-once per delay rather than at every heartbeat. Each visit copies the current values of
-the channel's dirty counters into PostgreSQL (absolute values, GREATEST, so a visit
+Roll-up: channels with changed counters wait in one of two indexes. A heartbeat that may
+have started a play names its channel due at once (a play is listed once copied); one that
+only grew what PostgreSQL holds names it as growth, due `playback_rollup_delay_seconds`
+later (reads take the growth from Redis meanwhile), so a busy channel's counters are
+copied once per delay rather than at every heartbeat. Each visit copies the current values
+of the channel's dirty counters into PostgreSQL (absolute values, GREATEST, so a visit
 repeated after a crash, or two workers visiting at once, change nothing), then forgets
-the counters that did not change meanwhile. A channel leaves the index only when nothing
-of it is dirty, and is put back, due at once, if a heartbeat dirtied it in between.
+the counters that did not change meanwhile. A visited channel leaves the due index unless
+named again since it was read; what heartbeats left during the visit waits as growth; a
+channel leaves the growth index only when nothing of it is dirty, and is named due at once
+if a heartbeat dirtied it in between.
 
 Plays: the same visit copies the channel's dirty plays (session records) into `plays`,
 one statement per batch, making the day partitions they need; now and then the worker
@@ -49,6 +51,7 @@ from mediagraph.keys.playback import (
     dirty_key,
     dirty_pattern,
     entity_of_watched,
+    grown_index_key,
     live_channel,
     to_ms,
     token_parts,
@@ -86,10 +89,13 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
     """Visit up to `channels` dirty channels whose visit is due (with `everything`, due or
     not), soonest due first; returns how many were visited."""
     redis, keys = services.redis, services.keys
-    index = dirty_index_key(keys)
-    due_by = "+inf" if everything else to_ms(services.clock())
-    members = cast(list[bytes], await redis.zrangebyscore(index, "-inf", due_by, start=0, num=channels))
-    visiting = [int(member) for member in members]
+    now_ms = to_ms(services.clock())
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zrange(dirty_index_key(keys), 0, channels - 1, withscores=True)
+        pipe.zrangebyscore(grown_index_key(keys), "-inf", "+inf" if everything else now_ms, start=0, num=channels)
+        due, grown = await pipe.execute()
+    named = {int(member): float(score) for member, score in due}
+    visiting = list(dict.fromkeys([*named, *(int(member) for member in grown)]))[:channels]
     if not visiting:
         return 0
     async with redis.pipeline(transaction=False) as pipe:
@@ -129,21 +135,24 @@ async def roll_up_once(services: Services, *, channels: int = CHANNELS_PER_VISIT
         services,
     )
     remaining = await scripts.forget_all_copied(copied, raw_plays, per_script=COUNTERS_PER_SCRIPT)
-    await _leave_index(services, [channel_id for channel_id in dirty if remaining[channel_id] == 0])
+    await scripts.leave_due({channel_id: named[channel_id] for channel_id in visiting if channel_id in named})
+    await _leave_index(services, remaining, now_ms)
     return len(visiting)
 
 
 async def lag(services: Services) -> list[Lag]:
     """Channels due to be rolled up into PostgreSQL, and how long the first of them has been due
     (a channel whose heartbeats only grew what PostgreSQL holds is not due until its delay passed)."""
-    index = dirty_index_key(services.keys)
     now_ms = to_ms(services.clock())
     async with services.redis.pipeline(transaction=False) as pipe:
-        pipe.zcount(index, "-inf", now_ms)
-        pipe.zrange(index, 0, 0, withscores=True)
-        waiting, oldest = await pipe.execute()
-    seconds = max(0.0, (now_ms - float(oldest[0][1])) / 1000) if oldest else 0.0
-    return [Lag(NAME, "rollup", entries=int(waiting), seconds=seconds)]
+        pipe.zcard(dirty_index_key(services.keys))
+        pipe.zrange(dirty_index_key(services.keys), 0, 0, withscores=True)
+        pipe.zcount(grown_index_key(services.keys), "-inf", now_ms)
+        pipe.zrange(grown_index_key(services.keys), 0, 0, withscores=True)
+        named, first_named, grown, first_grown = await pipe.execute()
+    since = [float(score) for first in (first_named, first_grown) for _, score in first if float(score) <= now_ms]
+    seconds = max(0.0, (now_ms - min(since)) / 1000) if since else 0.0
+    return [Lag(NAME, "rollup", entries=int(named) + int(grown), seconds=seconds)]
 
 
 def _moment(ms: int) -> datetime:
@@ -199,23 +208,33 @@ async def maintain_partitions(services: Services) -> tuple[list[date], list[date
     return made, dropped
 
 
-async def _leave_index(services: Services, channel_ids: Sequence[int]) -> None:
-    if not channel_ids:
-        return
+async def _leave_index(services: Services, remaining: Mapping[int, int], now_ms: int) -> None:
+    """Visited channels leave the index of growth, or wait its delay again with what
+    heartbeats left during the visit (a new play among it named them due at once)."""
     redis, keys = services.redis, services.keys
-    index = dirty_index_key(keys)
-    await redis.zrem(index, *(str(channel_id) for channel_id in channel_ids))
+    grown = grown_index_key(keys)
+    due_ms = now_ms + round(services.settings.playback_rollup_delay_seconds * 1000)
+    clean = [str(channel_id) for channel_id, left in remaining.items() if left == 0]
+    waiting = {str(channel_id): due_ms for channel_id, left in remaining.items() if left}
+    async with redis.pipeline(transaction=False) as pipe:
+        if clean:
+            pipe.zrem(grown, *clean)
+        if waiting:
+            pipe.zadd(grown, waiting)
+        await pipe.execute()
+    if not clean:
+        return
     # A heartbeat may have dirtied a channel after it was checked clean; its own index
     # entry could have landed before the removal above. (Every removal is done before
     # any check: on a cluster the index and the dirty sets live on different nodes.)
     async with redis.pipeline(transaction=False) as pipe:
-        for channel_id in channel_ids:
-            pipe.scard(dirty_key(keys, channel_id))
+        for channel_id in clean:
+            pipe.scard(dirty_key(keys, int(channel_id)))
         sizes = await pipe.execute()
-    now_ms = to_ms(services.clock())
-    dirtied = {str(channel_id): now_ms for channel_id, size in zip(channel_ids, sizes, strict=True) if size}
+    # What dirtied it may be a new play: due at once.
+    dirtied = {channel_id: now_ms for channel_id, size in zip(clean, sizes, strict=True) if size}
     if dirtied:
-        await redis.zadd(index, dirtied, nx=True)
+        await redis.zadd(dirty_index_key(keys), dirtied, gt=True)
 
 
 def counter_rows(

@@ -198,8 +198,15 @@ def channel_of_dirty_key(keys: KeySpace, key: str) -> int:
 
 
 def dirty_index_key(keys: KeySpace) -> str:
-    """A sorted set: channel id -> when it first had something to roll up (ms)."""
+    """A sorted set: channel id -> when a heartbeat that may have started a play last named
+    it (ms). Every channel in it is due for the roll-up."""
     return keys.key("playback", "dirty-channels")
+
+
+def grown_index_key(keys: KeySpace) -> str:
+    """A sorted set: channel id -> when the growth its heartbeats left (watch time, peaks,
+    counts of counters already copied) falls due for the roll-up (ms)."""
+    return keys.key("playback", "grown-channels")
 
 
 def watched_key(keys: KeySpace) -> str:

@@ -233,3 +233,13 @@ for i = 1, #KEYS do
 end
 return out
 """
+
+# KEYS: 1 the roll-up's index of channels due. ARGV: per channel visited, its member and its
+# score as read. Each leaves the index unless a heartbeat named it again since (a later score).
+LEAVE_DUE = """
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) <= tonumber(ARGV[i + 1]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+return redis.call('ZCARD', KEYS[1])
+"""

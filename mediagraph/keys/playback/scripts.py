@@ -9,9 +9,10 @@ Invariants:
   generation its values only grow, so copying them into PostgreSQL with GREATEST is
   idempotent; a counter Redis lost and recreated gets a new generation and a new row.
 - A counter changed since the roll-up last copied it is named in its channel's dirty set
-  until a roll-up has copied exactly its current values, and the channel is in the roll-up's
-  index, scored with when its visit is due: at once for a heartbeat that may start a play,
-  `playback_rollup_delay_seconds` later for one that only grows what is there.
+  until a roll-up has copied exactly its current values, and the channel is in one of the
+  roll-up's indexes: the index of channels due at once, by a heartbeat that may start a play
+  (a play is listed once copied), or the index of growth, scored with when it falls due,
+  `playback_rollup_delay_seconds` after a heartbeat that only grows what is there.
 - A session's play (start, last played-at, watched ms) only grows too, and is named in
   the same dirty set (`p:<session id>`) until a roll-up has copied its current values.
 - Watched ms: the gap since the session's previous heartbeat (by played-at), capped at
@@ -42,6 +43,7 @@ from mediagraph.keys.playback import (
     counter_token,
     dirty_index_key,
     dirty_key,
+    grown_index_key,
     live_channel,
     live_key,
     live_key_in,
@@ -50,7 +52,15 @@ from mediagraph.keys.playback import (
     session_key,
     stats_channel,
 )
-from mediagraph.keys.playback.lua import CLAIM, FORGET_COPIED, FORGET_PLAYS, HEARTBEAT, READ_COPIES, SWEEP
+from mediagraph.keys.playback.lua import (
+    CLAIM,
+    FORGET_COPIED,
+    FORGET_PLAYS,
+    HEARTBEAT,
+    LEAVE_DUE,
+    READ_COPIES,
+    SWEEP,
+)
 from mediagraph.lua import Lua, run_batched, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
@@ -62,6 +72,7 @@ HEARTBEAT_SCRIPT = Lua(HEARTBEAT)
 FORGET_COPIED_SCRIPT = Lua(FORGET_COPIED)
 READ_COPIES_SCRIPT = Lua(READ_COPIES)
 FORGET_PLAYS_SCRIPT = Lua(FORGET_PLAYS)
+LEAVE_DUE_SCRIPT = Lua(LEAVE_DUE)
 
 
 @dataclass(frozen=True)
@@ -194,10 +205,10 @@ class PlaybackScripts:
         renewed in the same round trip instead of before it; should the binding have changed
         meanwhile, SessionConflict is raised after all.
 
-        The heartbeat names its channel for the roll-up: due now when it may start a play
-        (`maybe_new`: the caller has not seen the session), otherwise, unless already named,
-        due `growth_delay_ms` later, since it only grows what the next visit copies anyway
-        (a play found new after all is made due now in a second round trip)."""
+        The heartbeat names its channel for the roll-up: as due at once when it may start a
+        play (`maybe_new`: the caller has not seen the session) or with no delay, otherwise,
+        unless already named, as growth due `growth_delay_ms` later (a play found new after
+        all is named due at once in a second round trip)."""
         stream = beat.stream
         minute = _minute_of(self.keys, stream, beat.played_ms)
         keys = [
@@ -228,8 +239,10 @@ class PlaybackScripts:
         else:
             args.append("")
         renewal = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
-        due_ms = beat.now_ms if maybe_new else beat.now_ms + growth_delay_ms
-        claimed, reply = await self._heartbeat_and_index(keys, args, stream.channel, due_ms, renewal, sooner=maybe_new)
+        due_now = maybe_new or not growth_delay_ms
+        claimed, reply = await self._heartbeat_and_index(
+            keys, args, stream.channel, beat.now_ms, renewal, due_now=due_now, growth_delay_ms=growth_delay_ms
+        )
         if claimed is not None and claimed[0] == 0:
             raise SessionConflict()
         status = reply[0].decode()
@@ -238,8 +251,11 @@ class PlaybackScripts:
         if status == "limited":
             raise SessionChurnLimited(max(int(reply[1]), 1))
         flags = tuple(bool(flag) for flag in reply[1:5])
-        if flags[0] and not maybe_new and growth_delay_ms:
-            await self.redis.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms}, lt=True)
+        if flags[0] and (not due_now or self.keys.sharded_pubsub):
+            # A play found new after all; or, on a cluster, where the naming may have landed
+            # before the script on another node, named again once the play is in its dirty set
+            # (a later score: a visit that read the index in between keeps the channel due).
+            await self.redis.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms + 1}, gt=True)
         return HeartbeatResult(
             counted=(flags[0], flags[1], flags[2], flags[3]),
             stream=LiveCount(int(reply[5]), bool(reply[6]), int(reply[7])),
@@ -252,25 +268,27 @@ class PlaybackScripts:
         keys: list[str],
         args: list[str | int],
         channel_id: int,
-        due_ms: int,
+        now_ms: int,
         claim: tuple[str, int, int, int] | None,
         *,
-        sooner: bool,
+        due_now: bool,
+        growth_delay_ms: int,
     ) -> tuple[Any, Any]:
-        """(the claim's reply or None, the heartbeat's reply), in one round trip. The channel is
-        named for the roll-up at `due_ms`: made due sooner if `sooner`, else only if not named."""
+        """(the claim's reply or None, the heartbeat's reply), in one round trip, the channel
+        named for the roll-up as `heartbeat` says."""
 
         def build(pipe: Pipeline) -> None:
             if claim is not None:
                 session_id, media_id, ttl_seconds, channel = claim
                 CLAIM_SCRIPT.queue(pipe, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel])
             HEARTBEAT_SCRIPT.queue(pipe, keys, args)
-            # Outside the script (another slot): the roll-up's index of channels to visit, each
-            # scored with when it is due.
-            if sooner:
-                pipe.zadd(dirty_index_key(self.keys), {str(channel_id): due_ms}, lt=True)
+            # Outside the script (another slot): the roll-up's indexes of channels to visit. Due
+            # at once: scored with the latest naming, so a visit can tell it was named again
+            # since it read the index. Growth: scored with when it falls due, kept if named.
+            if due_now:
+                pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, gt=True)
             else:
-                pipe.zadd(dirty_index_key(self.keys), {str(channel_id): due_ms}, nx=True)
+                pipe.zadd(grown_index_key(self.keys), {str(channel_id): now_ms + growth_delay_ms}, nx=True)
 
         # Run again whole if Redis lost the scripts: claiming and a heartbeat's counting are
         # both idempotent, so a part that ran the first time changes nothing the second.
@@ -278,6 +296,13 @@ class PlaybackScripts:
         if claim is not None:
             return replies[0], replies[1]
         return None, replies[0]
+
+    async def leave_due(self, read: Mapping[int, float]) -> None:
+        """Take visited channels (with their scores as read) off the index of channels due,
+        except those a heartbeat named again since."""
+        if read:
+            flat = [value for channel_id, score in read.items() for value in (channel_id, repr(score))]
+            await LEAVE_DUE_SCRIPT.run(self.redis, [dirty_index_key(self.keys)], flat)
 
     async def sweep(self, entities: Sequence[Entity], *, now_ms: int, live_window_ms: int) -> list[LiveCount | None]:
         """Drop expired sessions from each entity's live set; the new count where it changed."""
