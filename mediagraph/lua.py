@@ -95,6 +95,11 @@ async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pip
 
 _Waiting = tuple[Sequence[Lua], Callable[[Pipeline], None], "asyncio.Future[list[Any]]"]
 _batchers: weakref.WeakKeyDictionary[Redis, _StepPipeline] = weakref.WeakKeyDictionary()
+# Batches of one Redis under way at once. A batch due while they are all out waits for one
+# to come back and takes along everything asked meanwhile: under load a batch holds what
+# arrived during a round trip, not only during one turn of the loop, and each request's
+# share of the socket writes and reads shrinks with it. An idle loop sends at once.
+MAX_BATCHES_IN_FLIGHT = 1
 # Batches being sent, held so they are not collected before they finish.
 _sending: set[asyncio.Task[None]] = set()
 
@@ -103,20 +108,37 @@ class _StepPipeline:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self.waiting: list[_Waiting] = []
+        self.scheduled = False
+        self.in_flight = 0
 
     async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
         loop = asyncio.get_running_loop()
-        if not self.waiting:
-            after_next_turn(loop, self._dispatch)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self.waiting.append((scripts, build, future))
+        if not self.scheduled and self.in_flight < MAX_BATCHES_IN_FLIGHT:
+            self.scheduled = True
+            after_next_turn(loop, self._dispatch)
         return await future
 
     def _dispatch(self) -> None:
+        self.scheduled = False
+        if not self.waiting or self.in_flight >= MAX_BATCHES_IN_FLIGHT:
+            # A batch under way sends what waits when it comes back.
+            return
         waiting, self.waiting = self.waiting, []
-        task = asyncio.get_running_loop().create_task(self._send(waiting))
+        self.in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._sent(waiting))
         _sending.add(task)
         task.add_done_callback(_sending.discard)
+
+    async def _sent(self, waiting: list[_Waiting]) -> None:
+        try:
+            await self._send(waiting)
+        finally:
+            self.in_flight -= 1
+            if self.waiting and not self.scheduled:
+                # What was asked while the batches were out goes at once, together.
+                self._dispatch()
 
     async def _send(self, waiting: list[_Waiting]) -> None:
         sizes: list[int] = []

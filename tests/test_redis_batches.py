@@ -1,0 +1,115 @@
+"""Redis calls merged across requests (`lua.run_batched`): while a batch is out, what is asked
+meanwhile waits for it and goes as one batch, on one connection, each caller answered with
+its own replies; a batch that fails holds nothing after it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from mediagraph.lua import MAX_BATCHES_IN_FLIGHT, Lua, run_batched
+from mediagraph.settings import Settings
+
+# Keeps Redis busy for ARGV[2] ms (by its own clock), then answers ARGV[1]. No keys: it runs
+# on whichever node the URL names, a cluster's included.
+SLOW_ECHO = Lua(
+    """
+local started = redis.call('TIME')
+local until_us = started[1] * 1000000 + started[2] + tonumber(ARGV[2]) * 1000
+while true do
+  local now = redis.call('TIME')
+  if now[1] * 1000000 + now[2] >= until_us then break end
+end
+return ARGV[1]
+"""
+)
+
+
+@pytest.fixture
+async def named_client(settings: Settings) -> AsyncIterator[tuple[Redis, str]]:
+    name = f"batches-{uuid.uuid4().hex[:10]}"
+    pool = BlockingConnectionPool.from_url(settings.redis_url, client_name=name, max_connections=20)
+    client = Redis(connection_pool=pool)
+    try:
+        yield client, name
+    finally:
+        await client.aclose()
+
+
+async def _echo(client: Redis, value: str, busy_ms: int = 0) -> str:
+    reply = await SLOW_ECHO.run_batched(client, [], [value, busy_ms])
+    return reply.decode()  # type: ignore[no-any-return]
+
+
+async def _connections_named(client: Redis, name: str) -> int:
+    return sum(1 for entry in await client.client_list(_type="normal") if entry.get("name") == name)
+
+
+async def test_asks_made_while_a_batch_is_out_go_together_when_it_returns(
+    named_client: tuple[Redis, str],
+) -> None:
+    client, name = named_client
+    assert MAX_BATCHES_IN_FLIGHT == 1
+    first = asyncio.create_task(_echo(client, "first", busy_ms=300))
+    # Let the first batch leave, then ask in later turns while Redis is still busy with it.
+    await asyncio.sleep(0.05)
+    later = []
+    for value in ("a", "b", "c"):
+        later.append(asyncio.create_task(_echo(client, value)))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    answers = await asyncio.wait_for(asyncio.gather(first, *later), 10)
+    assert answers == ["first", "a", "b", "c"]
+    # One batch out at a time: the later asks went on the connection the first one freed.
+    # (Sent as they came, each would have taken a connection of its own while Redis was busy.)
+    assert await _connections_named(client, name) == 1
+
+
+async def test_a_lone_ask_is_answered_at_once(named_client: tuple[Redis, str]) -> None:
+    client, _ = named_client
+    assert await asyncio.wait_for(_echo(client, "alone"), 5) == "alone"
+    # And again once the loop is idle: nothing is left waiting for a batch that never comes.
+    await asyncio.sleep(0.01)
+    assert await asyncio.wait_for(_echo(client, "again"), 5) == "again"
+
+
+async def test_a_failed_batch_holds_nothing_after_it() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on that port: every batch fails to connect.
+    client = Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    try:
+        for _ in range(3):
+            with pytest.raises(RedisConnectionError):
+                await asyncio.wait_for(_echo(client, "lost"), 5)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(_echo(client, str(n)) for n in range(5)), return_exceptions=True), 5
+        )
+        assert all(isinstance(result, RedisConnectionError) for result in results), results
+    finally:
+        await client.aclose()
+
+
+async def test_callers_of_one_batch_each_get_their_own_replies_or_error(named_client: tuple[Redis, str]) -> None:
+    client, _ = named_client
+    failing = Lua("return redis.error_reply('ERR refused on purpose')")
+
+    async def refused() -> object:
+        return await failing.run_batched(client, [], [])
+
+    values = [str(n) for n in range(20)]
+    results = await asyncio.wait_for(
+        asyncio.gather(refused(), *(_echo(client, value) for value in values), refused(), return_exceptions=True), 10
+    )
+    assert results[1:-1] == values
+    for result in (results[0], results[-1]):
+        assert isinstance(result, Exception)
+        assert "refused on purpose" in str(result)
+    assert await asyncio.wait_for(run_batched(client, [], lambda pipe: pipe.ping()), 5) == [True]
