@@ -108,22 +108,19 @@ class _StepPipeline:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self.waiting: list[_Waiting] = []
-        self.scheduled = False
         self.in_flight = 0
 
     async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
         loop = asyncio.get_running_loop()
+        # Asks already waiting have a send coming: a turn later, or when the batch out returns.
+        if not self.waiting and self.in_flight < MAX_BATCHES_IN_FLIGHT:
+            after_next_turn(loop, self._dispatch)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self.waiting.append((scripts, build, future))
-        if not self.scheduled and self.in_flight < MAX_BATCHES_IN_FLIGHT:
-            self.scheduled = True
-            after_next_turn(loop, self._dispatch)
         return await future
 
     def _dispatch(self) -> None:
-        self.scheduled = False
         if not self.waiting or self.in_flight >= MAX_BATCHES_IN_FLIGHT:
-            # A batch under way sends what waits when it comes back.
             return
         waiting, self.waiting = self.waiting, []
         self.in_flight += 1
@@ -136,9 +133,8 @@ class _StepPipeline:
             await self._send(waiting)
         finally:
             self.in_flight -= 1
-            if self.waiting and not self.scheduled:
-                # What was asked while the batches were out goes at once, together.
-                self._dispatch()
+            # What was asked while the batch was out goes at once, together.
+            self._dispatch()
 
     async def _send(self, waiting: list[_Waiting]) -> None:
         sizes: list[int] = []
