@@ -30,13 +30,19 @@ return {3, ARGV[3]}
 #       heartbeats that counts as watched (ms), 31-34 the live channels of stream and channel
 #       and their stats channels, or '' when the caller publishes (a cluster: those channels
 #       live in other slots), 35 the stream's channel when the script claims the session
-#       itself (KEYS 14, the claim), else ''.
+#       itself (KEYS 14, the claim), else '', 36 the channel's member in the roll-up's indexes
+#       when the script names it there itself (one Redis: the last two KEYS, the index of
+#       channels due and the index of growth), else '' (the caller names it), 37 '1' when the heartbeat
+#       names its channel due at once, '0' when as growth due at ARGV 38 (ms) unless already
+#       named (a play found new is named due at once either way).
 # The session record also holds its play: `st` (first played at), `lp` (last played at), `w`
 # (watched ms: gaps between heartbeats, each capped) and `vw` (viewer); a change names the
 # play (`p:<session>`) in the dirty set. Counters gain `w` (watched ms counted at each
 # heartbeat's played-at) and, on buckets, `u` (distinct viewers: signed-in ones by id, kept
 # as `v<id>` fields of the same hash, each anonymous session as one).
 HEARTBEAT = """
+-- How much longer than twice the live window a live set is kept after its last renewal.
+local LIVE_SET_SLACK_MS = 180000
 -- The claim first (CLAIM's rules), when the caller passes it: ARGV[35] the stream's channel
 -- and KEYS[14] the session's claim. Only on one Redis: the claim lives in another slot.
 local bound_now = false
@@ -83,20 +89,27 @@ local dirty = {}
 local function entity(base, argbase)
   local total = KEYS[base]
   local state = redis.call('HMGET', total, 'id', 'lv', 'v')
-  if not state[1] then
+  -- The total outlives every bucket of its entity: its time to live is renewed whenever one
+  -- of them is created (and so at least once a minute while the entity is watched).
+  local renew = not state[1]
+  if renew then
     redis.call('HSET', total, 'id', ARGV[8], 'n', 0, 'peak', 0, 'lv', 0, 'v', 0)
     state = {ARGV[8], '0', '0'}
   end
-  redis.call('EXPIRE', total, ARGV[argbase + 1])
   if counts[1] or gap > 0 then dirty[#dirty + 1] = ARGV[argbase] end
   if counts[1] then redis.call('HINCRBY', total, 'n', 1) end
   if gap > 0 then redis.call('HINCRBY', total, 'w', gap) end
   local live = KEYS[base + 1]
   local window = tonumber(ARGV[7])
-  redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. (now - window))
-  redis.call('ZADD', live, 'GT', now, ARGV[1])
-  redis.call('PEXPIRE', live, window * 2)
-  local viewers = redis.call('ZCARD', live)
+  local since = now - window
+  -- Live sessions are those seen within the window (ZCOUNT): the set is trimmed, and its time
+  -- to live renewed, when a session joins it or one of its sessions enters a new minute, so at
+  -- least once a minute per session; the slack keeps it alive between two of those.
+  if redis.call('ZADD', live, 'GT', now, ARGV[1]) == 1 or counts[2] then
+    redis.call('ZREMRANGEBYSCORE', live, '-inf', '(' .. since)
+    redis.call('PEXPIRE', live, window * 2 + LIVE_SET_SLACK_MS)
+  end
+  local viewers = redis.call('ZCOUNT', live, since, '+inf')
   local version = tonumber(state[3]) or 0
   local changed = 0
   if tonumber(state[2]) ~= viewers then
@@ -117,6 +130,7 @@ local function entity(base, argbase)
         redis.call('EXPIRE', key, ttl)
         bucket[1] = ARGV[8]
         peak = 0
+        renew = true
       end
       if not named then
         dirty[#dirty + 1] = token
@@ -139,6 +153,7 @@ local function entity(base, argbase)
       redis.call('HSET', key, 'peak', viewers)
     end
   end
+  if renew then redis.call('EXPIRE', total, ARGV[argbase + 1]) end
   return {viewers, changed, version}
 end
 
@@ -158,6 +173,13 @@ end
 redis.call('HSET', KEYS[1], unpack(counted_in))
 redis.call('EXPIRE', KEYS[1], ARGV[9])
 if #dirty > 0 then redis.call('SADD', KEYS[3], unpack(dirty)) end
+if ARGV[36] ~= '' then
+  if first or ARGV[37] == '1' then
+    redis.call('ZADD', KEYS[#KEYS - 1], 'GT', ARGV[6], ARGV[36])
+  else
+    redis.call('ZADD', KEYS[#KEYS], 'NX', ARGV[38], ARGV[36])
+  end
+end
 local flags = {}
 for i = 1, 4 do flags[i] = counts[i] and 1 or 0 end
 -- What the bus would publish (`resolvers/playback`), in the same round trip.

@@ -207,8 +207,10 @@ class PlaybackScripts:
 
         The heartbeat names its channel for the roll-up: as due at once when it may start a
         play (`maybe_new`: the caller has not seen the session) or with no delay, otherwise,
-        unless already named, as growth due `growth_delay_ms` later (a play found new after
-        all is named due at once in a second round trip)."""
+        unless already named, as growth due `growth_delay_ms` later. On one Redis the script
+        names it, and names a play it found new due at once; on a cluster (the indexes live in
+        another slot) the same round trip does, and a play found new after all is named due
+        at once in a second one."""
         stream = beat.stream
         minute = _minute_of(self.keys, stream, beat.played_ms)
         keys = [
@@ -240,8 +242,21 @@ class PlaybackScripts:
             args.append("")
         renewal = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
         due_now = maybe_new or not growth_delay_ms
+        names_in_script = not self.keys.sharded_pubsub
+        if names_in_script:
+            keys += [dirty_index_key(self.keys), grown_index_key(self.keys)]
+            args += [stream.channel, 1 if due_now else 0, beat.now_ms + growth_delay_ms]
+        else:
+            args.append("")
         claimed, reply = await self._heartbeat_and_index(
-            keys, args, stream.channel, beat.now_ms, renewal, due_now=due_now, growth_delay_ms=growth_delay_ms
+            keys,
+            args,
+            stream.channel,
+            beat.now_ms,
+            renewal,
+            due_now=due_now,
+            growth_delay_ms=growth_delay_ms,
+            names_in_script=names_in_script,
         )
         if claimed is not None and claimed[0] == 0:
             raise SessionConflict()
@@ -251,10 +266,10 @@ class PlaybackScripts:
         if status == "limited":
             raise SessionChurnLimited(max(int(reply[1]), 1))
         flags = tuple(bool(flag) for flag in reply[1:5])
-        if flags[0] and (not due_now or self.keys.sharded_pubsub):
-            # A play found new after all; or, on a cluster, where the naming may have landed
-            # before the script on another node, named again once the play is in its dirty set
-            # (a later score: a visit that read the index in between keeps the channel due).
+        if flags[0] and not names_in_script:
+            # On a cluster, where the naming may have landed before the script on another node
+            # (or named the channel as growth): named due at once again, now that the play is in
+            # its dirty set (a later score: a visit that read the index in between keeps it due).
             await self.redis.zadd(dirty_index_key(self.keys), {str(stream.channel): beat.now_ms + 1}, gt=True)
         return HeartbeatResult(
             counted=(flags[0], flags[1], flags[2], flags[3]),
@@ -273,6 +288,7 @@ class PlaybackScripts:
         *,
         due_now: bool,
         growth_delay_ms: int,
+        names_in_script: bool,
     ) -> tuple[Any, Any]:
         """(the claim's reply or None, the heartbeat's reply), in one round trip, the channel
         named for the roll-up as `heartbeat` says."""
@@ -282,9 +298,11 @@ class PlaybackScripts:
                 session_id, media_id, ttl_seconds, channel = claim
                 CLAIM_SCRIPT.queue(pipe, [session_claim_key(self.keys, session_id)], [media_id, ttl_seconds, channel])
             HEARTBEAT_SCRIPT.queue(pipe, keys, args)
-            # Outside the script (another slot): the roll-up's indexes of channels to visit. Due
-            # at once: scored with the latest naming, so a visit can tell it was named again
-            # since it read the index. Growth: scored with when it falls due, kept if named.
+            # Outside the script on a cluster (another slot): the roll-up's indexes of channels to
+            # visit. Due at once: scored with the latest naming, so a visit can tell it was named
+            # again since it read the index. Growth: scored with when it falls due, kept if named.
+            if names_in_script:
+                return
             if due_now:
                 pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, gt=True)
             else:
