@@ -5,7 +5,9 @@ One run measures, side by side on the same data:
   (GraphQL, the media lookup, the session claim and the counting script): first
   heartbeats of new sessions, then steady ones of sessions already counted;
 - the same two kinds through the Redis steps alone (claim and counting script, in
-  this process), so the ratio shows what the API around them costs;
+  this process), so the ratio shows what the API around them costs; and once more with
+  the batches sent through redis-py's pipeline instead of `redis_pool.execute_batch`, with
+  this process's CPU per heartbeat beside each (what the batch's round trip saves);
 - the roll-up copying the resulting counters into PostgreSQL.
 
 Each run also reports the CPU Redis spent per heartbeat: on a machine Redis shares with
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import httpx
+from redis.asyncio import Redis
 from sqlmodel import col, select
 
 from benchmarks.cpu import redis_cpu_seconds
@@ -33,11 +36,15 @@ from mediagraph.db.media import Media
 from mediagraph.ids import to_global_id
 from mediagraph.keys.playback import Entity, dirty_index_key, dirty_key, to_ms
 from mediagraph.keys.playback.scripts import Heartbeat, PlaybackScripts
+from mediagraph.lua import batch_by_pipeline
+from mediagraph.redis_pool import redis_client
 from mediagraph.services import Services
 from mediagraph.settings import Settings
 from mediagraph.workers.playback import roll_up_once
 
 CHANNELS = 4
+REDIS_STEPS = "Redis steps"
+BY_PIPELINE = "Redis steps by redis-py's pipeline"
 
 REPORT = """
 mutation($session: UUID!, $media: ID!) {
@@ -52,6 +59,12 @@ class Run:
     seconds: float
     latency: Latency
     redis_cpu_seconds: float
+    # This process's CPU: for the Redis steps, what sending them costs a server.
+    client_cpu_seconds: float = 0.0
+
+    @property
+    def client_cpu_us(self) -> float:
+        return self.client_cpu_seconds * 1e6 / self.latency.count if self.latency.count else 0.0
 
     @property
     def redis_cpu_us(self) -> float:
@@ -72,8 +85,18 @@ def run(*, heartbeats: int, concurrency: int, media: int, rounds: int) -> None:
             )
     report(
         f"Playback heartbeats: median of {rounds} rounds of {heartbeats:,} ({concurrency} concurrent, {media} media)",
-        ["path", "heartbeats/s", "p50 ms", "p99 ms", "Redis CPU µs/heartbeat"],
-        [(r.name, r.rate, r.latency.p50, r.latency.p99, r.redis_cpu_us) for r in runs],
+        ["path", "heartbeats/s", "p50 ms", "p99 ms", "Redis CPU µs/heartbeat", "this process's CPU µs/heartbeat"],
+        [
+            (
+                r.name,
+                r.rate,
+                r.latency.p50,
+                r.latency.p99,
+                r.redis_cpu_us,
+                r.client_cpu_us if "Redis" in r.name else "—",
+            )
+            for r in runs
+        ],
     )
     counters, seconds = rolled
     report("Roll-up into PostgreSQL", ["counters", "seconds", "counters/s"], [(counters, seconds, counters / seconds)])
@@ -88,8 +111,16 @@ def run(*, heartbeats: int, concurrency: int, media: int, rounds: int) -> None:
             ),
             ("GraphQL / Redis steps, steady", _ratio(by_name, "GraphQL, steady", "Redis steps, steady")),
             ("GraphQL steady / GraphQL new sessions", _ratio(by_name, "GraphQL, steady", "GraphQL, new sessions")),
+            (
+                "this process's CPU per steady heartbeat, execute_batch / redis-py pipeline",
+                _cpu_ratio(by_name, f"{REDIS_STEPS}, steady", f"{BY_PIPELINE}, steady"),
+            ),
         ],
     )
+
+
+def _cpu_ratio(runs: dict[str, Run], numerator: str, denominator: str) -> float:
+    return runs[numerator].client_cpu_us / runs[denominator].client_cpu_us if runs[denominator].client_cpu_us else 0.0
 
 
 def _ratio(runs: dict[str, Run], numerator: str, denominator: str) -> float:
@@ -127,17 +158,27 @@ async def _measure(
         streams = [Entity.stream(media_id, owner_id) for media_id, owner_id in rows]
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as http:
-            paths = {"GraphQL": _graphql_beat(http), "Redis steps": _direct_beat(services)}
+            # The same steps on a client of their own whose batches go through redis-py's pipeline.
+            by_pipeline = redis_client(settings.redis_url, max_connections=concurrency)
+            batch_by_pipeline(by_pipeline)
+            paths = {
+                "GraphQL": _graphql_beat(http),
+                REDIS_STEPS: _direct_beat(services, services.redis),
+                BY_PIPELINE: _direct_beat(services, by_pipeline),
+            }
             measured: dict[str, list[Run]] = {}
-            # The paths take turns, round after round, so a busy spell on a shared
-            # machine lands on all of them rather than on one.
-            for round_number in range(1, rounds + 1):
-                console.print(f"round {round_number} of {rounds}")
-                for name, beat in paths.items():
-                    sessions = [(str(uuid.uuid4()), streams[n % len(streams)]) for n in range(heartbeats)]
-                    for kind in ("new sessions", "steady"):
-                        run = await _timed(f"{name}, {kind}", sessions, beat, concurrency, services)
-                        measured.setdefault(run.name, []).append(run)
+            try:
+                # The paths take turns, round after round, so a busy spell on a shared
+                # machine lands on all of them rather than on one.
+                for round_number in range(1, rounds + 1):
+                    console.print(f"round {round_number} of {rounds}")
+                    for name, beat in paths.items():
+                        sessions = [(str(uuid.uuid4()), streams[n % len(streams)]) for n in range(heartbeats)]
+                        for kind in ("new sessions", "steady"):
+                            run = await _timed(f"{name}, {kind}", sessions, beat, concurrency, services)
+                            measured.setdefault(run.name, []).append(run)
+            finally:
+                await by_pipeline.aclose()
         runs = [sorted(results, key=lambda run: run.rate)[len(results) // 2] for results in measured.values()]
         return runs, await _timed_roll_up(services)
     finally:
@@ -158,8 +199,8 @@ def _graphql_beat(http: httpx.AsyncClient) -> Beat:
     return beat
 
 
-def _direct_beat(services: Services) -> Beat:
-    scripts = PlaybackScripts(services.redis, services.keys)
+def _direct_beat(services: Services, redis: Redis) -> Beat:
+    scripts = PlaybackScripts(redis, services.keys)
     settings = services.settings
 
     async def beat(session: str, stream: Entity) -> None:
@@ -191,11 +232,11 @@ async def _timed(
             durations.append(time.perf_counter() - started)
 
     redis_before = await redis_cpu_seconds(services.redis)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(player() for _ in range(concurrency)))
-    seconds = time.perf_counter() - started
+    seconds, cpu_spent = time.perf_counter() - started, time.process_time() - cpu_started
     redis_spent = await redis_cpu_seconds(services.redis) - redis_before
-    return Run(name, seconds, Latency.of(durations), redis_spent)
+    return Run(name, seconds, Latency.of(durations), redis_spent, cpu_spent)
 
 
 async def _timed_roll_up(services: Services) -> tuple[int, float]:

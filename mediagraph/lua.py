@@ -17,8 +17,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from mediagraph.redis_pool import execute_batch
 from mediagraph.turns import after_next_turn
 
 
@@ -86,6 +88,8 @@ async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pip
     instead (as `db/reads.py` merges reads). Each caller gets its own commands' replies, or
     the first error among them. A caller whose scripts Redis lost runs alone once they are
     loaded, so `build` must queue commands that may run twice (scripts that are idempotent).
+    On one Redis a batch makes its round trip by `redis_pool.execute_batch`, on a cluster by
+    redis-py's pipeline.
     """
     batcher = _batchers.get(redis)
     if batcher is None:
@@ -104,9 +108,17 @@ MAX_BATCHES_IN_FLIGHT = 1
 _sending: set[asyncio.Task[None]] = set()
 
 
+def batch_by_pipeline(redis: Redis) -> None:
+    """Send `redis`'s batches through redis-py's pipeline instead of `execute_batch`, as on a
+    cluster (whose pipeline splits a batch by node): what `mediagraph bench playback` compares
+    the round trip with."""
+    _batchers[redis] = _StepPipeline(redis, by_pipeline=True)
+
+
 class _StepPipeline:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, by_pipeline: bool = False) -> None:
         self.redis = redis
+        self.by_pipeline = by_pipeline or isinstance(redis, RedisCluster)
         self.waiting: list[_Waiting] = []
         self.in_flight = 0
 
@@ -144,7 +156,10 @@ class _StepPipeline:
                     before = len(pipe)
                     build(pipe)
                     sizes.append(len(pipe) - before)
-                replies = await pipe.execute(raise_on_error=False)
+                if self.by_pipeline:
+                    replies = await pipe.execute(raise_on_error=False)
+                else:
+                    replies = await execute_batch(self.redis, pipe)
         except Exception as error:
             for _, _, future in waiting:
                 if not future.done():

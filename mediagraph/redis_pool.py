@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+import inspect
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import hiredis
@@ -29,6 +30,7 @@ from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -168,6 +170,96 @@ PACKED_CONNECTIONS: dict[type[AbstractConnection], type[AbstractConnection]] = {
     SSLConnection: PackedSSLConnection,
     UnixDomainSocketConnection: PackedUnixConnection,
 }
+
+
+async def execute_batch(redis: Redis, pipe: Pipeline) -> list[Any]:
+    """Run what is queued on `pipe` (not executed) in one round trip on one pooled connection,
+    answering as `pipe.execute(raise_on_error=False)` does: a reply per command, through the
+    client's response callbacks, with error replies in place. One Redis, not a cluster.
+
+    A batch of heartbeats spent more in redis-py's pipeline than in packing and reading its
+    replies: the write runs as a task of its own (`asyncio.wait_for`), and every reply is read
+    under a timer of its own and through several calls. Here the batch is written and its
+    replies read straight off the connection's parser, under one timeout for the round trip.
+    The connection's parts used (`_writer`, `_parser`) are redis-py's own, pinned by the lock
+    file; `tests/test_redis_batches.py` compares the replies with the pipeline's.
+
+    Failures as `CountingPipeline`: a connection found dead is dropped and the batch sent once
+    more on a fresh one (so its commands must bear running twice, as `run_batched` asks); a
+    timeout is not retried (the commands may have run); what cannot reach Redis is counted."""
+    commands = pipe.command_stack
+    if not commands:
+        return []
+    packed = b"".join(_packed(tuple(args)) for args, _ in commands)
+    pool = redis.connection_pool
+    try:
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+    except UNREACHABLE as error:
+        _count(error)
+        raise
+    try:
+        for attempt in range(RETRIES_ON_DEAD_CONNECTION + 1):
+            try:
+                replies = await _round_trip(connection, packed, commands)
+                break
+            except RedisTimeoutError as error:
+                _count(error)
+                raise
+            except (RedisConnectionError, OSError) as error:
+                if attempt == RETRIES_ON_DEAD_CONNECTION:
+                    _count(error)
+                    raise
+    finally:
+        await pool.release(connection)
+    callbacks = redis.response_callbacks
+    answers: list[Any] = []
+    for (args, options), reply in zip(commands, replies, strict=True):
+        if isinstance(reply, ResponseError):
+            answers.append(options.get(EMPTY_RESPONSE, reply))
+            continue
+        callback = callbacks.get(args[0])
+        if callback is None:
+            answers.append(reply)
+            continue
+        extra = {name: value for name, value in options.items() if name not in _NOT_FOR_CALLBACKS}
+        answer = callback(reply, **extra)
+        answers.append(await answer if inspect.isawaitable(answer) else answer)
+    return answers
+
+
+# What redis-py's pipeline takes out of a command's options before its response callback.
+_NOT_FOR_CALLBACKS = frozenset({"keys", NEVER_DECODE, EMPTY_RESPONSE})
+
+
+async def _round_trip(
+    connection: AbstractConnection, packed: bytes, commands: Sequence[tuple[Any, Mapping[str, Any]]]
+) -> list[Any]:
+    """Write `packed` and read a reply per command (error replies as exceptions, in place); the
+    connection is dropped on any failure, so no reply of this batch is left for its next user."""
+    try:
+        if not connection.is_connected:
+            await connection.connect()  # type: ignore[no-untyped-call]
+        async with asyncio.timeout(connection.socket_timeout):
+            writer = connection._writer
+            # Typed as the base parser, whose subclasses (hiredis's here) all read replies.
+            parser: Any = connection._parser
+            if writer is None:
+                raise RedisConnectionError("the connection closed before the batch was sent")
+            writer.write(packed)
+            await writer.drain()
+            replies = []
+            for _, options in commands:
+                reply = await parser.read_response(disable_decoding=NEVER_DECODE in options)
+                if isinstance(reply, RedisConnectionError):
+                    raise reply
+                replies.append(reply)
+            return replies
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise RedisTimeoutError("Redis did not answer a batch in time") from None
+    except BaseException:
+        await connection.disconnect(nowait=True)
+        raise
 
 
 def redis_client(url: str, *, max_connections: int, cluster: bool = False) -> Redis:

@@ -1,6 +1,7 @@
 """Redis calls merged across requests (`lua.run_batched`): while a batch is out, what is asked
 meanwhile waits for it and goes as one batch, on one connection, each caller answered with
-its own replies; a batch that fails holds nothing after it."""
+its own replies; a batch that fails holds nothing after it. A batch's round trip
+(`redis_pool.execute_batch`) answers exactly as redis-py's pipeline does."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediagraph.lua import MAX_BATCHES_IN_FLIGHT, Lua, run_batched
+from mediagraph.redis_pool import execute_batch
 from mediagraph.settings import Settings
 
 # Keeps Redis busy for ARGV[2] ms (by its own clock), then answers ARGV[1]. No keys: it runs
@@ -113,3 +117,100 @@ async def test_callers_of_one_batch_each_get_their_own_replies_or_error(named_cl
         assert isinstance(result, Exception)
         assert "refused on purpose" in str(result)
     assert await asyncio.wait_for(run_batched(client, [], lambda pipe: pipe.ping()), 5) == [True]
+
+
+def _queue_mixed(pipe: Pipeline, prefix: str) -> None:
+    """Commands whose replies redis-py shapes in every way a caller may meet: plain, through a
+    response callback (with the command's options), error replies, and a script Redis lacks."""
+    pipe.set(f"{prefix}string", "value", ex=60)
+    pipe.get(f"{prefix}string")
+    pipe.zadd(f"{prefix}zset", {"a": 1, "b": 2.5})
+    pipe.zadd(f"{prefix}zset", {"a": 0.5}, gt=True)
+    pipe.zadd(f"{prefix}zset", {"c": 4}, incr=True)
+    pipe.zrange(f"{prefix}zset", 0, -1, withscores=True)
+    pipe.zscore(f"{prefix}zset", "b")
+    pipe.hset(f"{prefix}hash", mapping={"f": "1", "g": "2"})
+    pipe.hgetall(f"{prefix}hash")
+    pipe.hincrbyfloat(f"{prefix}hash", "f", 0.5)
+    pipe.sadd(f"{prefix}set", "x", "y")
+    pipe.smembers(f"{prefix}set")
+    pipe.expire(f"{prefix}set", 60)
+    pipe.exists(f"{prefix}string", f"{prefix}missing")
+    pipe.hget(f"{prefix}zset", "a")  # WRONGTYPE
+    pipe.execute_command("EVALSHA", "0" * 40, 0)  # NOSCRIPT
+    pipe.eval("return {1, 'two', redis.error_reply('ERR inside')}", 0)
+    pipe.ping()
+
+
+def _comparable(reply: object) -> object:
+    # Errors compare by kind and by Redis's message (the pipeline prefixes its command's position).
+    if isinstance(reply, Exception):
+        return (type(reply), str(reply).rsplit(" caused error: ", 1)[-1])
+    if isinstance(reply, list):
+        return [_comparable(item) for item in reply]
+    return reply
+
+
+async def test_a_batch_answers_as_redis_pys_pipeline_does(named_client: tuple[Redis, str], settings: Settings) -> None:
+    client, _ = named_client
+    by_pipeline = f"{settings.redis_prefix}batch-compare:{uuid.uuid4().hex[:8]}:"
+    by_batch = f"{settings.redis_prefix}batch-compare:{uuid.uuid4().hex[:8]}:"
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            _queue_mixed(pipe, by_pipeline)
+            expected = await pipe.execute(raise_on_error=False)
+        async with client.pipeline(transaction=False) as pipe:
+            _queue_mixed(pipe, by_batch)
+            answered = await execute_batch(client, pipe)
+        assert len(answered) == len(expected) == 18
+        assert _comparable(answered) == _comparable(expected)
+        # Not trivially equal: callbacks shaped them, and errors stand in place.
+        assert answered[5] == [(b"a", 1.0), (b"b", 2.5), (b"c", 4.0)]
+        assert answered[8] == {b"f": b"1", b"g": b"2"}
+        assert isinstance(answered[14], Exception)
+        assert "WRONGTYPE" in str(answered[14])
+        assert type(answered[15]).__name__ == "NoScriptError"
+        # And the connection is back in the pool, clean: the next batch reads its own replies.
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get(f"{by_batch}string")
+            assert await execute_batch(client, pipe) == [b"value"]
+    finally:
+        for prefix in (by_pipeline, by_batch):
+            await client.delete(*(prefix + name for name in ("string", "zset", "hash", "set")))
+
+
+async def test_a_batch_meeting_a_dead_connection_goes_again_on_a_fresh_one(
+    named_client: tuple[Redis, str], settings: Settings
+) -> None:
+    client, name = named_client
+    assert await client.ping()
+    # The pooled connection dies (Redis restarted, a proxy dropped it) while idle.
+    killer = Redis.from_url(settings.redis_url)
+    try:
+        ids = [entry["id"] for entry in await killer.client_list(_type="normal") if entry.get("name") == name]
+        assert len(ids) == 1
+        assert await killer.client_kill_filter(_id=ids[0]) == 1
+    finally:
+        await killer.aclose()
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.echo("after")
+        pipe.ping()
+        assert await asyncio.wait_for(execute_batch(client, pipe), 5) == [b"after", True]
+    assert await _connections_named(client, name) == 1
+
+
+async def test_a_batch_that_times_out_leaves_no_late_reply_behind(settings: Settings) -> None:
+    client = Redis(connection_pool=BlockingConnectionPool.from_url(settings.redis_url, socket_timeout=0.2))
+    try:
+        assert await SLOW_ECHO.run(client, [], ["loaded", 0]) == b"loaded"  # Redis knows the script
+        async with client.pipeline(transaction=False) as pipe:
+            SLOW_ECHO.queue(pipe, [], ["late", 600])
+            with pytest.raises(RedisTimeoutError):
+                await execute_batch(client, pipe)
+        # The connection that waited was dropped: the late "late" reaches no one.
+        await asyncio.sleep(0.6)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.echo("mine")
+            assert await execute_batch(client, pipe) == [b"mine"]
+    finally:
+        await client.aclose()
