@@ -93,7 +93,7 @@ def run(*, heartbeats: int, concurrency: int, media: int, rounds: int) -> None:
                 r.latency.p50,
                 r.latency.p99,
                 r.redis_cpu_us,
-                r.client_cpu_us if "Redis" in r.name else "—",
+                r.client_cpu_us if r.name.startswith(REDIS_STEPS) else "—",
             )
             for r in runs
         ],

@@ -32,9 +32,9 @@ return {3, ARGV[3]}
 #       live in other slots), 35 the stream's channel when the script claims the session
 #       itself (KEYS 14, the claim), else '', 36 the channel's member in the roll-up's indexes
 #       when the script names it there itself (one Redis: the last two KEYS, the index of
-#       channels due and the index of growth), else '' (the caller names it), 37 '1' when the heartbeat
-#       names its channel due at once, '0' when as growth due at ARGV 38 (ms) unless already
-#       named (a play found new is named due at once either way).
+#       channels due and the index of growth), else '' (the caller names it), 37 '1' when the
+#       heartbeat names its channel due at once, '0' when as growth due at ARGV 38 (ms) unless
+#       already named (a play found new is named due at once either way).
 # The session record also holds its play: `st` (first played at), `lp` (last played at), `w`
 # (watched ms: gaps between heartbeats, each capped) and `vw` (viewer); a change names the
 # play (`p:<session>`) in the dirty set. Counters gain `w` (watched ms counted at each

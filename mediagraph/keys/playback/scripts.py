@@ -242,21 +242,13 @@ class PlaybackScripts:
             args.append("")
         renewal = (beat.session_id, stream.id, session_ttl_seconds, stream.channel) if renew_claim else None
         due_now = maybe_new or not growth_delay_ms
-        names_in_script = not self.keys.sharded_pubsub
-        if names_in_script:
-            keys += [dirty_index_key(self.keys), grown_index_key(self.keys)]
+        if minute.rollup_keys:
+            keys += minute.rollup_keys
             args += [stream.channel, 1 if due_now else 0, beat.now_ms + growth_delay_ms]
         else:
             args.append("")
         claimed, reply = await self._heartbeat_and_index(
-            keys,
-            args,
-            stream.channel,
-            beat.now_ms,
-            renewal,
-            due_now=due_now,
-            growth_delay_ms=growth_delay_ms,
-            names_in_script=names_in_script,
+            keys, args, stream.channel, beat.now_ms, renewal, due_now=due_now, growth_delay_ms=growth_delay_ms
         )
         if claimed is not None and claimed[0] == 0:
             raise SessionConflict()
@@ -266,7 +258,7 @@ class PlaybackScripts:
         if status == "limited":
             raise SessionChurnLimited(max(int(reply[1]), 1))
         flags = tuple(bool(flag) for flag in reply[1:5])
-        if flags[0] and not names_in_script:
+        if flags[0] and not minute.rollup_keys:
             # On a cluster, where the naming may have landed before the script on another node
             # (or named the channel as growth): named due at once again, now that the play is in
             # its dirty set (a later score: a visit that read the index in between keeps it due).
@@ -288,7 +280,6 @@ class PlaybackScripts:
         *,
         due_now: bool,
         growth_delay_ms: int,
-        names_in_script: bool,
     ) -> tuple[Any, Any]:
         """(the claim's reply or None, the heartbeat's reply), in one round trip, the channel
         named for the roll-up as `heartbeat` says."""
@@ -301,7 +292,7 @@ class PlaybackScripts:
             # Outside the script on a cluster (another slot): the roll-up's indexes of channels to
             # visit. Due at once: scored with the latest naming, so a visit can tell it was named
             # again since it read the index. Growth: scored with when it falls due, kept if named.
-            if names_in_script:
+            if not self.keys.sharded_pubsub:
                 return
             if due_now:
                 pipe.zadd(dirty_index_key(self.keys), {str(channel_id): now_ms}, gt=True)
@@ -445,6 +436,9 @@ class _StreamMinute(NamedTuple):
     counters: tuple[str | int, ...]
     # The live and stats channels the script publishes to ('' where the caller publishes).
     channels: tuple[str, ...]
+    # The roll-up's indexes of channels due and of growth, when the script names the channel
+    # there itself (one Redis); empty on a cluster, where they live in another slot.
+    rollup_keys: tuple[str, ...]
 
 
 # A stream's minute, built once: a session heartbeats every 5 s, so each stream's minute is
@@ -487,6 +481,7 @@ def _build_minute(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinu
             counters += [token, retention_of(granularity)]
     if keys.sharded_pubsub:
         channels: tuple[str, ...] = ("", "", "", "")
+        rollup_keys: tuple[str, ...] = ()
     else:
         channels = (
             live_channel(keys, stream),
@@ -494,7 +489,8 @@ def _build_minute(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinu
             stats_channel(keys, stream),
             stats_channel(keys, channel),
         )
-    return _StreamMinute(tuple(names), indexes, tuple(counters), channels)
+        rollup_keys = (dirty_index_key(keys), grown_index_key(keys))
+    return _StreamMinute(tuple(names), indexes, tuple(counters), channels, rollup_keys)
 
 
 def value_of(counter: Counter, raw: RawCounter) -> CounterValue | None:
