@@ -129,6 +129,22 @@ async def test_a_writer_with_stale_routing_finds_the_new_home(gql, services, spr
     assert comment["id"] in [edge["node"]["id"] for edge in listed["media"]["comments"]["edges"]]
 
 
+
+async def test_reloading_the_shard_map_keeps_the_connection_pools(gql, services, spread_media):
+    def connections(pool: str) -> int:
+        (usage,) = [usage for usage in services.databases.pool_usage() if usage.pool == pool]
+        return usage.in_use + usage.idle
+
+    await gql.ok("query($id: ID!) { media(id: $id) { title } }", {"id": spread_media["media"][0]["id"]})
+    held = connections("reads")
+    assert held >= 1
+    for _ in range(3):  # what the routing watcher does every `routing_refresh_seconds`
+        await services.databases.reload_router()
+    # The same pool, its connections kept (a pool replaced on each reload left the old one's open).
+    assert connections("reads") == held
+    await gql.ok("query($id: ID!) { media(id: $id) { title } }", {"id": spread_media["media"][1]["id"]})
+    assert connections("reads") == held
+
 @pytest.fixture
 async def shard_one_down(settings) -> Iterator[GraphQLClient]:
     """An app whose physical shard 1 points at a closed port; shard 0 and the main database are real."""

@@ -83,6 +83,8 @@ class Databases:
         return self.shard_sessions[physical_shard]()
 
     async def start(self) -> None:
+        await self.main_reads.start()
+        await self.main_writes.start()
         await self.reload_router()
 
     def pool_usage(self) -> list[PoolUsage]:
@@ -97,10 +99,10 @@ class Databases:
         ]
 
     async def reload_router(self) -> None:
+        """Reads the shard map again (every `routing_refresh_seconds` and on each announced move);
+        the connection pools stay as they are."""
         async with self.main_session() as session:
             await self.router.reload(session)
-        await self.main_reads.start()
-        await self.main_writes.start()
 
     async def dispose(self) -> None:
         await self.main_reads.close()

@@ -55,6 +55,8 @@ class ReadPool:
         self.hot = HotRows(seconds=settings.hot_read_seconds, max_entries=settings.hot_read_entries)
 
     async def start(self) -> None:
+        if self._pool is not None:
+            raise RuntimeError("the pool is already started")
         # Generic plans: each statement is planned once per connection. Ours are index walks
         # whose best plan does not depend on the values; PostgreSQL's default re-plans those
         # whose generic estimate looks worse (a LIMIT or row comparison on parameters), and a

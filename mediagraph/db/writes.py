@@ -43,6 +43,8 @@ class WritePool:
         self.observers: list[Callable[[str], None]] = []
 
     async def start(self) -> None:
+        if self._pool is not None:
+            raise RuntimeError("the pool is already started")
         self._pool = await asyncpg.create_pool(
             self.dsn, min_size=0, max_size=self.max_size, timeout=5, command_timeout=30, reset=_keep_session
         )
