@@ -31,6 +31,7 @@ from starlette.applications import Starlette
 from mediagraph.app import create_app
 from mediagraph.db.endpoints import Endpoints, async_url
 from mediagraph.db.provision import drop_database, provision
+from mediagraph.db.shards import routing
 from mediagraph.embedded import EmbeddedServers
 from mediagraph.services import Services
 from mediagraph.settings import Settings
@@ -194,7 +195,7 @@ def clock(services: Services) -> Iterator[FakeClock]:
 
 # The app's own timers run beside the test: the routing watcher re-reads the shard map every
 # `routing_refresh_seconds`, and a statement of its landing mid-request is not the request's.
-APP_TIMER_TASKS = frozenset({"routing-watcher"})
+APP_TIMER_TASKS = frozenset({routing.TASK_NAME})
 
 
 def _sent_by_the_test() -> bool:
@@ -207,13 +208,12 @@ def count_queries(services: Services) -> Iterator[list[str]]:
     """Every SQL statement sent to the main database or any shard while the test runs."""
     statements: list[str] = []
 
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if _sent_by_the_test():
-            statements.append(statement)
-
     def observe(statement: str) -> None:
         if _sent_by_the_test():
             statements.append(statement)
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        observe(statement)
 
     engines = [services.databases.main, *services.databases.shards]
     for engine in engines:

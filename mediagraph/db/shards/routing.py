@@ -20,6 +20,10 @@ from mediagraph.pubsub.bus import EventBus
 log = logging.getLogger(__name__)
 
 
+# The watcher's task, named so that what it does can be told from what requests do.
+TASK_NAME = "routing-watcher"
+
+
 class RoutingWatcher:
     def __init__(self, databases: Databases, bus: EventBus, *, refresh_seconds: float) -> None:
         self._databases = databases
@@ -30,7 +34,7 @@ class RoutingWatcher:
         self._stopping = False
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="routing-watcher")
+        self._task = asyncio.create_task(self._run(), name=TASK_NAME)
 
     async def stop(self) -> None:
         self._stopping = True
