@@ -54,6 +54,16 @@ mutation($id: ID!) {
 """
 # A failing non-null root field after one that succeeded nulls the whole answer.
 MUTATION_ERROR = 'mutation($id: ID!) { bookmark(mediaId: $id) { id } likeMedia(mediaId: "!!!") { id } }'
+# Variables of leaf types only: coerced by the plan itself unless graphql-core must answer.
+LEAVES = """
+query($id: ID!, $sort: MediaSort, $first: Int, $match: TagMatch = ANY) {
+  media(id: $id) { id title }
+  mediaList(sort: $sort, first: $first, tagMatch: $match) { edges { node { id } } }
+}
+"""
+# A list literal argument: Strawberry copies it before the resolver sees it.
+LIST_LITERAL = '{ mediaList(first: 3, tags: ["plans", "t1"]) { edges { node { id tags } } } }'
+PLAYBACK = "mutation($s: UUID!, $m: ID!) { reportPlayback(sessionId: $s, mediaId: $m) { counted concurrent } }"
 
 
 def _scope(app, token):
@@ -117,6 +127,16 @@ async def data(http, gql):
         (SERIAL, lambda d: {"id": d["media"][0]["id"]}, True, True),
         (SERIAL, lambda d: {"id": d["media"][0]["id"]}, False, True),
         (MUTATION_ERROR, lambda d: {"id": d["media"][1]["id"]}, True, True),
+        (LEAVES, lambda d: {"id": d["media"][0]["id"], "sort": "NEWEST", "first": 2, "match": "ALL"}, False, True),
+        (LEAVES, lambda d: {"id": d["media"][0]["id"], "sort": None}, False, True),
+        (LEAVES, lambda d: {"id": d["media"][0]["id"], "sort": "SIDEWAYS"}, False, True),
+        (LEAVES, lambda d: {"id": d["media"][0]["id"], "first": "two"}, False, True),
+        (LEAVES, lambda d: {"id": None}, False, True),
+        (LEAVES, lambda d: {}, False, True),
+        (LEAVES, lambda d: {"id": ["a list"], "first": 1.5}, False, True),
+        (LIST_LITERAL, lambda d: {}, False, True),
+        (PLAYBACK, lambda d: {"s": "not a uuid", "m": d["media"][0]["id"]}, False, True),
+        (PLAYBACK, lambda d: {"s": "6f1c1f0e-6d3a-4c1e-9a53-2f7d7b0f6c11", "m": "!!!"}, False, True),
     ],
 )
 async def test_plan_answers_exactly_as_strawberry(app, services, data, query, variables, as_viewer, compiled):
@@ -166,3 +186,66 @@ async def test_requests_leave_nothing_for_the_cycle_collector(app, services, dat
         gc.set_debug(0)
         gc.garbage.clear()
     assert leaked == []
+
+
+def _plan(app, query):
+    runner = app.graphql.runner
+    prepared = runner.schema.documents.prepare(query)
+    plan = prepared.plan(runner.graphql_schema, prepared.operation(None))
+    assert plan is not None
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("inputs", "coerced_by_plan"),
+    [
+        ({"id": "TWVkaWE6MQ==", "sort": "VIEWS", "first": 3, "match": "ALL"}, True),
+        ({"id": 7, "sort": None, "match": "ANY"}, True),  # an Int is a valid ID; a nullable variable's null
+        ({"id": "TWVkaWE6MQ==", "first": 1.0}, False),  # $match's default: graphql-core fills it in
+        ({"id": "x", "sort": "SIDEWAYS", "match": "ALL"}, False),
+        ({"id": "x", "first": "3", "match": "ALL"}, False),
+        ({"id": None, "match": "ALL"}, False),
+        ({"match": "ALL"}, False),
+        ({"id": {"nested": [1]}, "match": "ALL"}, False),
+    ],
+)
+async def test_plan_variables_coerce_as_graphql_core_does(app, inputs, coerced_by_plan):
+    from graphql.execution.values import get_variable_values
+
+    plan = _plan(app, LEAVES)
+    assert plan.variables is not None
+    reference = get_variable_values(app.graphql.runner.graphql_schema, plan.operation.variable_definitions, inputs)
+    mine = plan.variables.coerce(inputs)
+    # None leaves the request to graphql-core (its errors, its defaults); anything else is its answer.
+    assert (mine is not None) is coerced_by_plan
+    if mine is not None:
+        assert mine.coerced == reference.coerced
+
+        def sources(values):
+            return {name: (s.signature.name, str(s.signature.type), s.value) for name, s in values.sources.items()}
+
+        assert sources(mine) == sources(reference)
+
+
+def test_only_leaf_variables_are_coerced_by_the_plan(app):
+    assert _plan(app, VARIABLES).variables is None  # a list variable: graphql-core coerces it
+    assert _plan(app, PLAYBACK).variables is not None
+
+
+def test_resolvers_are_called_directly_only_where_strawberry_would_just_rename_arguments(app):
+    def root_field(query, key):
+        return next(field for field in _plan(app, query).root.fields if field.key == key)
+
+    media = root_field(LEAVES, "media").direct
+    assert media is not None
+    assert media.arguments == {"id": ("id", False)}
+    assert media.pass_source
+    assert root_field(LIST_LITERAL, "mediaList").direct.arguments["tags"] == ("tags", True)
+    playback = root_field(PLAYBACK, "reportPlayback").direct
+    assert playback is not None
+    assert playback.arguments == {"sessionId": ("session_id", False), "mediaId": ("media_id", False), "at": ("at", False)}
+    # Input objects keep Strawberry's wrapper, which builds them.
+    scores = 'mutation { submitScores(leaderboard: "b", scores: [{userId: "u", score: 1}]) { changed } }'
+    assert root_field(scores, "submitScores").direct is None
+    # Plain attribute fields never had a wrapper to skip.
+    assert all(field.direct is None for field in root_field(LEAVES, "media").completion.object.fields)

@@ -136,11 +136,15 @@ class OperationRunner:
                 executor_class=self.executor_class,
                 operation_extensions=request.extensions,
             )
-        variables = get_variable_values(
-            self.graphql_schema, plan.operation.variable_definitions or (), request.variables or {}, max_errors=50
-        )
-        if isinstance(variables, list):
-            return ExecutionResult(None, variables)
+        inputs = request.variables or {}
+        variables = plan.variables.coerce(inputs) if plan.variables is not None else None
+        if variables is None:
+            coerced = get_variable_values(
+                self.graphql_schema, plan.operation.variable_definitions or (), inputs, max_errors=50
+            )
+            if isinstance(coerced, list):
+                return ExecutionResult(None, coerced)
+            variables = coerced
         return PlanExecution(self.graphql_schema, plan, context, variables, request.extensions).run()
 
     async def _execute(

@@ -168,7 +168,8 @@ class PlanExecution:
                 arguments = field.arguments
                 if arguments is None:
                     arguments = get_argument_values(field.definition, field.node, self.variables)  # type: ignore[arg-type]
-                result = resolve(source, info, **arguments)  # type: ignore[misc]
+                direct = field.direct
+                result = direct(source, info, arguments) if direct is not None else resolve(source, info, **arguments)  # type: ignore[misc]
                 if type(result) is CoroutineType:
                     # Run the resolver up to its first real wait now, as an eager task would:
                     # one that finds everything ready (a loader's cached row) completes here,

@@ -5,7 +5,10 @@ already fixes: which fields an object's selection collects, each field's
 definition, resolver, argument literals and how its value completes. A plan
 derives them once per document; `serving/executor.py` then walks the plan with
 graphql-core's own semantics (resolvers, error locations, null propagation,
-sibling concurrency).
+sibling concurrency). Strawberry's per-call work is derived once too: a resolver
+whose wrapper would only rename its arguments is called directly (`DirectResolver`),
+and leaf-typed variables are coerced without rebuilding their signatures
+(`serving/variables.py`).
 
 Only what a plan can express exactly is compiled: queries and mutations whose
 selections carry no directives and only reach object types (no interfaces or
@@ -16,6 +19,7 @@ returns None and runs on graphql-core itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +28,7 @@ from graphql import (
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
+    GraphQLError,
     GraphQLField,
     GraphQLLeafType,
     GraphQLList,
@@ -33,6 +38,7 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     VariableNode,
+    get_named_type,
     is_leaf_type,
     is_list_type,
     is_non_null_type,
@@ -40,16 +46,26 @@ from graphql import (
     visit,
 )
 from graphql.execution.collect_fields import FieldDetails, FragmentDetails, collect_fields, collect_subfields
+from graphql.execution.get_variable_signature import get_variable_signature
 from graphql.execution.values import VariableValues, get_argument_values
 from graphql.language import Visitor
+from strawberry.relay import GlobalID
+from strawberry.types.arguments import StrawberryArgument
+from strawberry.types.base import StrawberryList, StrawberryMaybe, StrawberryOptional
+from strawberry.types.field import StrawberryField
+from strawberry.types.lazy_type import LazyType
 
 from mediagraph.schema.extensions import PREFETCHED
+from mediagraph.serving.variables import LeafVariable, VariablePlan
 
 # Strawberry's resolver of a plain attribute field: `field.default_resolver(source, python_name)`,
 # ignoring `info` and arguments.
 BASIC_RESOLVER = "_get_basic_result"
 STRAWBERRY_FIELD = "strawberry-definition"
 STRAWBERRY_IS_TYPE_OF = "strawberry.schema.schema_converter"
+STRAWBERRY_SCHEMA = "_strawberry_schema"
+# The exception handlers Strawberry's resolver wrapper closes over: () when the field has none.
+STRAWBERRY_HANDLERS = "field_exception_handlers"
 NO_VARIABLES = VariableValues({}, {})
 # The operations a plan runs, with the schema attribute holding their root type.
 ROOT_TYPES = {OperationType.QUERY: "query_type", OperationType.MUTATION: "mutation_type"}
@@ -89,6 +105,9 @@ class FieldPlan:
     typename: bool = False
     # Argument values fixed by the document; None when they depend on variables.
     arguments: dict[str, Any] | None = None
+    # The Python resolver, called without Strawberry's per-call wrapper where that wrapper
+    # would only rename arguments; None: the schema's resolver runs.
+    direct: DirectResolver | None = None
     null_message: str = ""
     label: str = ""
 
@@ -107,6 +126,40 @@ class InlineLeaf:
     nullable: bool  # a None value completes to None here (a non-null field's None takes the general path)
 
 
+@dataclass(frozen=True, slots=True)
+class DirectResolver:
+    """A field's Python resolver called as Strawberry's resolver wrapper calls it.
+
+    Only for fields the wrapper does nothing more for than build the `Info`, rename the
+    arguments to their Python names and pass the source where the resolver asks for it:
+    no field extensions, no exception handlers, and arguments of leaf types (scalars and
+    enums, optional or in lists), which Strawberry passes on as graphql-core coerced them
+    (lists copied). `GlobalID`, `Maybe` and input objects keep the wrapper.
+    """
+
+    function: Callable[..., Any]
+    field: StrawberryField
+    info_class: type
+    pass_source: bool  # as the first positional argument (`self`)
+    source_keywords: tuple[str, ...]  # `root` / `strawberry.Parent` parameters
+    info_keyword: str | None
+    # GraphQL argument name -> (Python name, whether the value is a list Strawberry copies).
+    arguments: dict[str, tuple[str, bool]]
+
+    def __call__(self, source: Any, info: Any, arguments: dict[str, Any]) -> Any:
+        kwargs: dict[str, Any] = {}
+        for name, value in arguments.items():
+            python_name, copied = self.arguments[name]
+            kwargs[python_name] = list(value) if copied and value is not None else value
+        for keyword in self.source_keywords:
+            kwargs[keyword] = source
+        if self.info_keyword is not None:
+            kwargs[self.info_keyword] = self.info_class(_raw_info=info, _field=self.field)
+        if self.pass_source:
+            return self.function(source, **kwargs)
+        return self.function(**kwargs)
+
+
 @dataclass(slots=True)
 class ObjectPlan:
     type: GraphQLObjectType
@@ -120,6 +173,8 @@ class OperationPlan:
     root: ObjectPlan
     # A mutation's root fields run serially, in document order.
     serial: bool = False
+    # Variables coerced without graphql-core's per-request signature work; None: graphql-core's.
+    variables: VariablePlan | None = None
 
 
 class _Directives(Visitor):
@@ -164,7 +219,26 @@ class _Compiler:
             raise Unsupported
         grouped = collect_fields(self.schema, self.fragments, NO_VARIABLES, root_type, self.operation)
         root = self._object(root_type, grouped.grouped_field_set)
-        return OperationPlan(self.operation, self.fragment_definitions, root, serial=kind is OperationType.MUTATION)
+        return OperationPlan(
+            self.operation,
+            self.fragment_definitions,
+            root,
+            serial=kind is OperationType.MUTATION,
+            variables=self._variables(),
+        )
+
+    def _variables(self) -> VariablePlan | None:
+        leaves = []
+        for node in self.operation.variable_definitions or ():
+            signature = get_variable_signature(self.schema, node)
+            if isinstance(signature, GraphQLError):
+                return None
+            non_null = is_non_null_type(signature.type)
+            leaf = signature.type.of_type if non_null else signature.type  # type: ignore[union-attr]
+            if not is_leaf_type(leaf):
+                return None
+            leaves.append(LeafVariable(signature, leaf, non_null, has_default=node.default_value is not None))
+        return VariablePlan(tuple(leaves))
 
     def _object(self, object_type: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]) -> ObjectPlan:
         is_type_of = object_type.is_type_of
@@ -202,6 +276,8 @@ class _Compiler:
         if basic or not definition.args:
             plan.prefetched = None if basic else _prefetched(definition)
             plan.inline = _inline(plan)
+        if not basic:
+            plan.direct = _direct(self.schema, definition)
         if not definition.args and not nodes[0].arguments:
             plan.arguments = {}
         elif not _uses_variables(nodes[0]):
@@ -230,6 +306,59 @@ def _attribute(definition: GraphQLField) -> str | None:
     if field is None or field.base_resolver is not None or field.extensions or field.default_resolver is not getattr:
         return None
     return str(field.python_name)
+
+
+def _direct(schema: GraphQLSchema, definition: GraphQLField) -> DirectResolver | None:
+    field = (definition.extensions or {}).get(STRAWBERRY_FIELD)
+    strawberry_schema = getattr(schema, STRAWBERRY_SCHEMA, None)
+    if not isinstance(field, StrawberryField) or strawberry_schema is None:
+        return None
+    resolver = field.base_resolver
+    if resolver is None or field.extensions or not callable(resolver.wrapped_func):
+        return None
+    if _closure_value(definition.resolve, STRAWBERRY_HANDLERS) != ():
+        return None  # not the wrapper whose work is done here, or a field with exception handlers
+    arguments = {}
+    for name, argument in definition.args.items():
+        strawberry_argument = (argument.extensions or {}).get(STRAWBERRY_FIELD)
+        if not isinstance(strawberry_argument, StrawberryArgument):
+            return None
+        copied = _passed_as_coerced(strawberry_argument.type)
+        if copied is None or not is_leaf_type(get_named_type(argument.type)):
+            return None
+        arguments[name] = (str(strawberry_argument.python_name), copied)
+    source_keywords = tuple(p.name for p in (resolver.parent_parameter, resolver.root_parameter) if p is not None)
+    return DirectResolver(
+        function=resolver.wrapped_func,
+        field=field,
+        info_class=strawberry_schema.config.info_class,
+        pass_source=resolver.self_parameter is not None,
+        source_keywords=source_keywords,
+        info_keyword=resolver.info_parameter.name if resolver.info_parameter is not None else None,
+        arguments=arguments,
+    )
+
+
+def _passed_as_coerced(argument_type: Any, *, in_list: bool = False) -> bool | None:
+    """For an argument Strawberry passes on as coerced: whether it copies the list; else None."""
+    if isinstance(argument_type, LazyType):
+        argument_type = argument_type.resolve_type()
+    if argument_type is None or isinstance(argument_type, StrawberryMaybe) or argument_type is GlobalID:
+        return None
+    if isinstance(argument_type, StrawberryOptional):
+        return _passed_as_coerced(argument_type.of_type, in_list=in_list)
+    if isinstance(argument_type, StrawberryList):
+        if in_list:
+            return None  # lists of lists are converted item by item
+        return None if _passed_as_coerced(argument_type.of_type, in_list=True) is None else True
+    return False
+
+
+def _closure_value(function: Any, name: str) -> Any:
+    code = getattr(function, "__code__", None)
+    if code is None or name not in code.co_freevars:
+        return None
+    return function.__closure__[code.co_freevars.index(name)].cell_contents
 
 
 def _prefetched(definition: GraphQLField) -> str | None:
