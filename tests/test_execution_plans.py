@@ -249,3 +249,35 @@ def test_resolvers_are_called_directly_only_where_strawberry_would_just_rename_a
     assert root_field(scores, "submitScores").direct is None
     # Plain attribute fields never had a wrapper to skip.
     assert all(field.direct is None for field in root_field(LEAVES, "media").completion.object.fields)
+
+
+# Literals, defaults and variables in one field's arguments (each of mediaList's has a default).
+ARGUMENTS = (
+    "query($first: Int, $sort: MediaSort!, $after: String) "
+    '{ mediaList(first: $first, tags: ["a"], sort: $sort, after: $after) { edges { cursor } } }'
+)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "taken_by_plan"),
+    [
+        ({"first": 2, "sort": "VIEWS", "after": "c"}, True),
+        ({"first": None, "sort": "LIKES", "after": None}, True),
+        ({"sort": "VIEWS"}, False),  # $first and $after not given: graphql-core decides (no defaults here)
+        ({"first": 1, "sort": "VIEWS"}, False),
+    ],
+)
+def test_plan_arguments_are_what_graphql_core_gives(app, inputs, taken_by_plan):
+    from graphql.execution.values import get_argument_values, get_variable_values
+
+    plan = _plan(app, ARGUMENTS)
+    field = plan.root.fields[0]
+    variables = get_variable_values(app.graphql.runner.graphql_schema, plan.operation.variable_definitions, inputs)
+    reference = get_argument_values(field.definition, field.node, variables)
+    mine = field.arguments.values(variables)
+    assert (mine is not None) is taken_by_plan
+    if mine is not None:
+        assert mine == reference
+    # The literal and the default of an argument not given are coerced once, with the plan.
+    assert set(field.arguments.fixed) == {"tags", "tagMatch", "last", "before"}
+    assert [variable for _, variable, _ in field.arguments.from_variables] == ["sort", "first", "after"]

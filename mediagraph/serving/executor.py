@@ -165,7 +165,8 @@ class PlanExecution:
                 attribute = field.attribute
                 result = getattr(source, attribute) if attribute is not None else resolve(source, None)  # type: ignore[misc]
             else:
-                arguments = field.arguments
+                values = field.arguments
+                arguments = values.values(self.variables) if values is not None else None
                 if arguments is None:
                     arguments = get_argument_values(field.definition, field.node, self.variables)  # type: ignore[arg-type]
                 direct = field.direct

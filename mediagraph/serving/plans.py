@@ -37,7 +37,6 @@ from graphql import (
     GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
-    VariableNode,
     get_named_type,
     is_leaf_type,
     is_list_type,
@@ -47,7 +46,6 @@ from graphql import (
 )
 from graphql.execution.collect_fields import FieldDetails, FragmentDetails, collect_fields, collect_subfields
 from graphql.execution.get_variable_signature import get_variable_signature
-from graphql.execution.values import VariableValues, get_argument_values
 from graphql.language import Visitor
 from strawberry.relay import GlobalID
 from strawberry.types.arguments import StrawberryArgument
@@ -56,7 +54,7 @@ from strawberry.types.field import StrawberryField
 from strawberry.types.lazy_type import LazyType
 
 from mediagraph.schema.extensions import PREFETCHED
-from mediagraph.serving.variables import LeafVariable, VariablePlan
+from mediagraph.serving.variables import NO_VARIABLES, ArgumentValues, LeafVariable, VariablePlan
 
 # Strawberry's resolver of a plain attribute field: `field.default_resolver(source, python_name)`,
 # ignoring `info` and arguments.
@@ -66,7 +64,6 @@ STRAWBERRY_IS_TYPE_OF = "strawberry.schema.schema_converter"
 STRAWBERRY_SCHEMA = "_strawberry_schema"
 # The exception handlers Strawberry's resolver wrapper closes over: () when the field has none.
 STRAWBERRY_HANDLERS = "field_exception_handlers"
-NO_VARIABLES = VariableValues({}, {})
 # The operations a plan runs, with the schema attribute holding their root type.
 ROOT_TYPES = {OperationType.QUERY: "query_type", OperationType.MUTATION: "mutation_type"}
 
@@ -103,8 +100,8 @@ class FieldPlan:
     # completes it inline, and takes the general path for anything unusual (None, a failure).
     inline: InlineLeaf | None = None
     typename: bool = False
-    # Argument values fixed by the document; None when they depend on variables.
-    arguments: dict[str, Any] | None = None
+    # The argument values, from what the document fixes and the variables; None: graphql-core's.
+    arguments: ArgumentValues | None = None
     # The Python resolver, called without Strawberry's per-call wrapper where that wrapper
     # would only rename arguments; None: the schema's resolver runs.
     direct: DirectResolver | None = None
@@ -278,10 +275,7 @@ class _Compiler:
             plan.inline = _inline(plan)
         if not basic:
             plan.direct = _direct(self.schema, definition)
-        if not definition.args and not nodes[0].arguments:
-            plan.arguments = {}
-        elif not _uses_variables(nodes[0]):
-            plan.arguments = get_argument_values(definition, nodes[0], NO_VARIABLES)
+        plan.arguments = ArgumentValues.of(definition, nodes[0])
         return plan
 
     def _completion(self, output_type: GraphQLOutputType, details: list[FieldDetails]) -> Completion:
@@ -383,16 +377,3 @@ def _inline(plan: FieldPlan) -> InlineLeaf | None:
     if item is not None and item.leaf is not None and item.non_null and plan.prefetched is None:
         return InlineLeaf(attribute, item.leaf.coerce_output_value, many=True, nullable=not completion.non_null)
     return None
-
-
-def _uses_variables(node: FieldNode) -> bool:
-    class Finder(Visitor):
-        found = False
-
-        def enter_variable(self, _node: VariableNode, *_: Any) -> None:
-            self.found = True
-
-    finder = Finder()
-    for argument in node.arguments or ():
-        visit(argument, finder)
-    return finder.found
