@@ -99,11 +99,16 @@ async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pip
 
 _Waiting = tuple[Sequence[Lua], Callable[[Pipeline], None], "asyncio.Future[list[Any]]"]
 _batchers: weakref.WeakKeyDictionary[Redis, _StepPipeline] = weakref.WeakKeyDictionary()
-# Batches of one Redis under way at once. A batch due while they are all out waits for one
-# to come back and takes along everything asked meanwhile: under load a batch holds what
-# arrived during a round trip, not only during one turn of the loop, and each request's
-# share of the socket writes and reads shrinks with it. An idle loop sends at once.
-MAX_BATCHES_IN_FLIGHT = 1
+# Batches of one Redis under way at once, and the asks one batch takes at most. A batch due
+# while they are all out waits for one to come back and takes along what was asked meanwhile:
+# under load a batch holds what arrived during a round trip, not only during one turn of the
+# loop, and each request's share of the socket writes and reads shrinks with it. But a batch's
+# replies all come back when Redis has run the last of its scripts: a batch of every request
+# in flight leaves the server idle while Redis runs it, and Redis idle while the server then
+# answers them all. Two smaller batches keep both at work (BENCHMARKS.md: reportPlayback).
+# An idle loop sends at once.
+MAX_BATCHES_IN_FLIGHT = 2
+MAX_ASKS_PER_BATCH = 16
 # Batches being sent, held so they are not collected before they finish.
 _sending: set[asyncio.Task[None]] = set()
 
@@ -132,13 +137,13 @@ class _StepPipeline:
         return await future
 
     def _dispatch(self) -> None:
-        if not self.waiting or self.in_flight >= MAX_BATCHES_IN_FLIGHT:
-            return
-        waiting, self.waiting = self.waiting, []
-        self.in_flight += 1
-        task = asyncio.get_running_loop().create_task(self._sent(waiting))
-        _sending.add(task)
-        task.add_done_callback(_sending.discard)
+        while self.waiting and self.in_flight < MAX_BATCHES_IN_FLIGHT:
+            waiting = self.waiting[:MAX_ASKS_PER_BATCH]
+            del self.waiting[:MAX_ASKS_PER_BATCH]
+            self.in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._sent(waiting))
+            _sending.add(task)
+            task.add_done_callback(_sending.discard)
 
     async def _sent(self, waiting: list[_Waiting]) -> None:
         try:

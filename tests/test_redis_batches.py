@@ -1,6 +1,7 @@
-"""Redis calls merged across requests (`lua.run_batched`): while a batch is out, what is asked
-meanwhile waits for it and goes as one batch, on one connection, each caller answered with
-its own replies; a batch that fails holds nothing after it. A batch's round trip
+"""Redis calls merged across requests (`lua.run_batched`): while the batches allowed out are out,
+what is asked meanwhile waits for one to come back and goes in batches of a bounded size, each
+on one connection, each caller answered with its own replies; a batch that fails holds nothing
+after it. A batch's round trip
 (`redis_pool.execute_batch`) answers exactly as redis-py's pipeline does."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mediagraph.lua import MAX_BATCHES_IN_FLIGHT, Lua, run_batched
+from mediagraph import lua
+from mediagraph.lua import MAX_ASKS_PER_BATCH, MAX_BATCHES_IN_FLIGHT, Lua, run_batched
 from mediagraph.redis_pool import execute_batch
 from mediagraph.settings import Settings
 
@@ -55,24 +57,37 @@ async def _connections_named(client: Redis, name: str) -> int:
     return sum(1 for entry in await client.client_list(_type="normal") if entry.get("name") == name)
 
 
-async def test_asks_made_while_a_batch_is_out_go_together_when_it_returns(
-    named_client: tuple[Redis, str],
+async def test_asks_made_while_the_batches_are_out_go_together_when_one_returns(
+    named_client: tuple[Redis, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, name = named_client
-    assert MAX_BATCHES_IN_FLIGHT == 1
-    first = asyncio.create_task(_echo(client, "first", busy_ms=300))
-    # Let the first batch leave, then ask in later turns while Redis is still busy with it.
-    await asyncio.sleep(0.05)
+    sizes: list[int] = []
+
+    async def counted(redis: Redis, pipe: Pipeline) -> list[object]:
+        sizes.append(len(pipe.command_stack))
+        return await execute_batch(redis, pipe)
+
+    monkeypatch.setattr(lua, "execute_batch", counted)
+    # As many batches out as may be, each one slow ask that left on its own.
+    out = []
+    for n in range(MAX_BATCHES_IN_FLIGHT):
+        out.append(asyncio.create_task(_echo(client, f"slow {n}", busy_ms=300)))
+        await asyncio.sleep(0.05)
+    # Then asks in later turns while Redis is still busy with those.
     later = []
-    for value in ("a", "b", "c"):
+    values = [str(n) for n in range(MAX_ASKS_PER_BATCH + 3)]
+    for value in values:
         later.append(asyncio.create_task(_echo(client, value)))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-    answers = await asyncio.wait_for(asyncio.gather(first, *later), 10)
-    assert answers == ["first", "a", "b", "c"]
-    # One batch out at a time: the later asks went on the connection the first one freed.
+    answers = await asyncio.wait_for(asyncio.gather(*out, *later), 10)
+    assert answers == [f"slow {n}" for n in range(MAX_BATCHES_IN_FLIGHT)] + values
+    # The asks waited for a batch to come back and left together, at most a batch's worth at a
+    # time; the rest waited for the next return.
+    assert sizes == [1] * MAX_BATCHES_IN_FLIGHT + [MAX_ASKS_PER_BATCH, 3]
+    # Never more batches out than allowed: the later asks went on the connections freed.
     # (Sent as they came, each would have taken a connection of its own while Redis was busy.)
-    assert await _connections_named(client, name) == 1
+    assert await _connections_named(client, name) == MAX_BATCHES_IN_FLIGHT
 
 
 async def test_a_lone_ask_is_answered_at_once(named_client: tuple[Redis, str]) -> None:
