@@ -80,8 +80,37 @@ async def run_pipeline(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pi
     raise AssertionError("unreachable")
 
 
-async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
-    """`run_pipeline`, merged with every other call made until the event loop has turned once more (`turns.py`).
+@dataclass(frozen=True)
+class Lane:
+    """How one kind of call is batched: the batches of one Redis under way at once, and the asks
+    one batch takes at most (None: all that wait).
+
+    A batch due while its lane's batches are all out waits for one to come back and takes along
+    what was asked meanwhile: under load a batch holds what arrived during a round trip, not
+    only during one turn of the loop, and each request's share of the socket writes and reads
+    shrinks with it. An idle loop sends at once.
+    """
+
+    max_in_flight: int
+    max_asks: int | None
+
+
+# Calls Redis runs in a few microseconds (a view counted, a page's step, a score): one batch out
+# at a time, holding everything asked meanwhile.
+CHEAP = Lane(max_in_flight=1, max_asks=None)
+# Calls Redis runs for tens of microseconds (a playback heartbeat's script): a batch's replies
+# all come back once Redis has run its last script, so one batch of every request in flight
+# leaves the server idle while Redis runs it, then Redis idle while the server answers them all.
+# Two smaller batches keep both at work; for cheap calls the smaller batches only cost more
+# socket writes (BENCHMARKS.md: reportPlayback, two Redis batches out).
+HEAVY = Lane(max_in_flight=2, max_asks=16)
+
+
+async def run_batched(
+    redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None], *, lane: Lane = CHEAP
+) -> list[Any]:
+    """`run_pipeline`, merged with the other calls of its lane made until the event loop has turned
+    once more (`turns.py`).
 
     Each request's round trip costs a write and a read on the socket, system calls that
     cost more than the commands themselves; concurrent requests' commands go out together
@@ -91,24 +120,18 @@ async def run_batched(redis: Redis, scripts: Sequence[Lua], build: Callable[[Pip
     On one Redis a batch makes its round trip by `redis_pool.execute_batch`, on a cluster by
     redis-py's pipeline.
     """
-    batcher = _batchers.get(redis)
+    lanes = _batchers.get(redis)
+    if lanes is None:
+        lanes = _batchers[redis] = {}
+    batcher = lanes.get(lane)
     if batcher is None:
-        batcher = _batchers[redis] = _StepPipeline(redis)
+        batcher = lanes[lane] = _StepPipeline(redis, lane, by_pipeline=redis in _by_pipeline)
     return await batcher.run(scripts, build)
 
 
 _Waiting = tuple[Sequence[Lua], Callable[[Pipeline], None], "asyncio.Future[list[Any]]"]
-_batchers: weakref.WeakKeyDictionary[Redis, _StepPipeline] = weakref.WeakKeyDictionary()
-# Batches of one Redis under way at once, and the asks one batch takes at most. A batch due
-# while they are all out waits for one to come back and takes along what was asked meanwhile:
-# under load a batch holds what arrived during a round trip, not only during one turn of the
-# loop, and each request's share of the socket writes and reads shrinks with it. But a batch's
-# replies all come back when Redis has run the last of its scripts: a batch of every request
-# in flight leaves the server idle while Redis runs it, and Redis idle while the server then
-# answers them all. Two smaller batches keep both at work (BENCHMARKS.md: reportPlayback).
-# An idle loop sends at once.
-MAX_BATCHES_IN_FLIGHT = 2
-MAX_ASKS_PER_BATCH = 16
+_batchers: weakref.WeakKeyDictionary[Redis, dict[Lane, _StepPipeline]] = weakref.WeakKeyDictionary()
+_by_pipeline: weakref.WeakSet[Redis] = weakref.WeakSet()
 # Batches being sent, held so they are not collected before they finish.
 _sending: set[asyncio.Task[None]] = set()
 
@@ -117,12 +140,14 @@ def batch_by_pipeline(redis: Redis) -> None:
     """Send `redis`'s batches through redis-py's pipeline instead of `execute_batch`, as on a
     cluster (whose pipeline splits a batch by node): what `mediagraph bench playback` compares
     the round trip with."""
-    _batchers[redis] = _StepPipeline(redis, by_pipeline=True)
+    _by_pipeline.add(redis)
+    _batchers.pop(redis, None)
 
 
 class _StepPipeline:
-    def __init__(self, redis: Redis, *, by_pipeline: bool = False) -> None:
+    def __init__(self, redis: Redis, lane: Lane, *, by_pipeline: bool = False) -> None:
         self.redis = redis
+        self.lane = lane
         self.by_pipeline = by_pipeline or isinstance(redis, RedisCluster)
         self.waiting: list[_Waiting] = []
         self.in_flight = 0
@@ -130,16 +155,17 @@ class _StepPipeline:
     async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
         loop = asyncio.get_running_loop()
         # Asks already waiting have a send coming: a turn later, or when the batch out returns.
-        if not self.waiting and self.in_flight < MAX_BATCHES_IN_FLIGHT:
+        if not self.waiting and self.in_flight < self.lane.max_in_flight:
             after_next_turn(loop, self._dispatch)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self.waiting.append((scripts, build, future))
         return await future
 
     def _dispatch(self) -> None:
-        while self.waiting and self.in_flight < MAX_BATCHES_IN_FLIGHT:
-            waiting = self.waiting[:MAX_ASKS_PER_BATCH]
-            del self.waiting[:MAX_ASKS_PER_BATCH]
+        while self.waiting and self.in_flight < self.lane.max_in_flight:
+            size = self.lane.max_asks or len(self.waiting)
+            waiting = self.waiting[:size]
+            del self.waiting[:size]
             self.in_flight += 1
             task = asyncio.get_running_loop().create_task(self._sent(waiting))
             _sending.add(task)

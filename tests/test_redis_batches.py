@@ -1,7 +1,7 @@
-"""Redis calls merged across requests (`lua.run_batched`): while the batches allowed out are out,
-what is asked meanwhile waits for one to come back and goes in batches of a bounded size, each
-on one connection, each caller answered with its own replies; a batch that fails holds nothing
-after it. A batch's round trip
+"""Redis calls merged across requests (`lua.run_batched`): while the batches a lane allows out are
+out, what is asked meanwhile waits for one to come back and goes together (in batches of the
+lane's size), each batch on one connection, each caller answered with its own replies; a batch
+that fails holds nothing after it. A batch's round trip
 (`redis_pool.execute_batch`) answers exactly as redis-py's pipeline does."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mediagraph import lua
-from mediagraph.lua import MAX_ASKS_PER_BATCH, MAX_BATCHES_IN_FLIGHT, Lua, run_batched
+from mediagraph.lua import CHEAP, HEAVY, Lane, Lua, run_batched
 from mediagraph.redis_pool import execute_batch
 from mediagraph.settings import Settings
 
@@ -48,8 +48,10 @@ async def named_client(settings: Settings) -> AsyncIterator[tuple[Redis, str]]:
         await client.aclose()
 
 
-async def _echo(client: Redis, value: str, busy_ms: int = 0) -> str:
-    reply = await SLOW_ECHO.run_batched(client, [], [value, busy_ms])
+async def _echo(client: Redis, value: str, busy_ms: int = 0, *, lane: Lane = CHEAP) -> str:
+    [reply] = await run_batched(
+        client, [SLOW_ECHO], lambda pipe: SLOW_ECHO.queue(pipe, [], [value, busy_ms]), lane=lane
+    )
     return reply.decode()  # type: ignore[no-any-return]
 
 
@@ -57,10 +59,59 @@ async def _connections_named(client: Redis, name: str) -> int:
     return sum(1 for entry in await client.client_list(_type="normal") if entry.get("name") == name)
 
 
-async def test_asks_made_while_the_batches_are_out_go_together_when_one_returns(
+async def test_asks_made_while_a_batch_is_out_go_together_when_it_returns(
     named_client: tuple[Redis, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, name = named_client
+    sizes = _batch_sizes(monkeypatch)
+    assert CHEAP.max_in_flight == 1
+    assert CHEAP.max_asks is None
+    first = asyncio.create_task(_echo(client, "first", busy_ms=300))
+    # Let the first batch leave, then ask in later turns while Redis is still busy with it.
+    await asyncio.sleep(0.05)
+    later = []
+    values = [str(n) for n in range(20)]
+    for value in values:
+        later.append(asyncio.create_task(_echo(client, value)))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    answers = await asyncio.wait_for(asyncio.gather(first, *later), 10)
+    assert answers == ["first", *values]
+    assert sizes == [1, len(values)]
+    # One batch out at a time: the later asks went on the connection the first one freed.
+    # (Sent as they came, each would have taken a connection of its own while Redis was busy.)
+    assert await _connections_named(client, name) == 1
+
+
+async def test_a_heavy_lane_keeps_two_bounded_batches_out(
+    named_client: tuple[Redis, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, name = named_client
+    sizes = _batch_sizes(monkeypatch)
+    assert HEAVY.max_asks is not None
+    # As many batches out as the lane allows, each one slow ask that left on its own.
+    out = []
+    for n in range(HEAVY.max_in_flight):
+        out.append(asyncio.create_task(_echo(client, f"slow {n}", busy_ms=300, lane=HEAVY)))
+        await asyncio.sleep(0.05)
+    # Then asks in later turns while Redis is still busy with those.
+    later = []
+    values = [str(n) for n in range(HEAVY.max_asks + 3)]
+    for value in values:
+        later.append(asyncio.create_task(_echo(client, value, lane=HEAVY)))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    answers = await asyncio.wait_for(asyncio.gather(*out, *later), 10)
+    assert answers == [f"slow {n}" for n in range(HEAVY.max_in_flight)] + values
+    # The asks waited for a batch to come back and left together, at most a batch's worth at a
+    # time; the rest waited for the next return.
+    assert sizes == [1] * HEAVY.max_in_flight + [HEAVY.max_asks, 3]
+    # Never more batches out than the lane allows: the later asks went on the connections freed.
+    assert await _connections_named(client, name) == HEAVY.max_in_flight
+
+
+def _batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of commands of each batch sent from now on, in order."""
     sizes: list[int] = []
 
     async def counted(redis: Redis, pipe: Pipeline) -> list[object]:
@@ -68,26 +119,7 @@ async def test_asks_made_while_the_batches_are_out_go_together_when_one_returns(
         return await execute_batch(redis, pipe)
 
     monkeypatch.setattr(lua, "execute_batch", counted)
-    # As many batches out as may be, each one slow ask that left on its own.
-    out = []
-    for n in range(MAX_BATCHES_IN_FLIGHT):
-        out.append(asyncio.create_task(_echo(client, f"slow {n}", busy_ms=300)))
-        await asyncio.sleep(0.05)
-    # Then asks in later turns while Redis is still busy with those.
-    later = []
-    values = [str(n) for n in range(MAX_ASKS_PER_BATCH + 3)]
-    for value in values:
-        later.append(asyncio.create_task(_echo(client, value)))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-    answers = await asyncio.wait_for(asyncio.gather(*out, *later), 10)
-    assert answers == [f"slow {n}" for n in range(MAX_BATCHES_IN_FLIGHT)] + values
-    # The asks waited for a batch to come back and left together, at most a batch's worth at a
-    # time; the rest waited for the next return.
-    assert sizes == [1] * MAX_BATCHES_IN_FLIGHT + [MAX_ASKS_PER_BATCH, 3]
-    # Never more batches out than allowed: the later asks went on the connections freed.
-    # (Sent as they came, each would have taken a connection of its own while Redis was busy.)
-    assert await _connections_named(client, name) == MAX_BATCHES_IN_FLIGHT
+    return sizes
 
 
 async def test_a_lone_ask_is_answered_at_once(named_client: tuple[Redis, str]) -> None:

@@ -61,7 +61,7 @@ from mediagraph.keys.playback.lua import (
     READ_COPIES,
     SWEEP,
 )
-from mediagraph.lua import Lua, run_batched, run_pipeline
+from mediagraph.lua import HEAVY, Lua, run_batched, run_pipeline
 
 # The longest gap between two heartbeats of a session that counts as watched.
 WATCH_GAP_CAP_MS = 10_000
@@ -301,7 +301,7 @@ class PlaybackScripts:
 
         # Run again whole if Redis lost the scripts: claiming and a heartbeat's counting are
         # both idempotent, so a part that ran the first time changes nothing the second.
-        replies = await run_batched(self.redis, [CLAIM_SCRIPT, HEARTBEAT_SCRIPT], build)
+        replies = await run_batched(self.redis, [CLAIM_SCRIPT, HEARTBEAT_SCRIPT], build, lane=HEAVY)
         if claim is not None:
             return replies[0], replies[1]
         return None, replies[0]
