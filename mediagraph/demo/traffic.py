@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from mediagraph import security
+from mediagraph.db.comments import MAX_DEPTH
 from mediagraph.demo import (
     COMMENT,
     DEMO_BOARD,
@@ -71,7 +72,8 @@ class Audience:
     media: list[str]
     appeal: list[float]
     board: str = DEMO_BOARD
-    last_comment: dict[str, str] = field(default_factory=dict)
+    # The latest comment this traffic wrote on each media, and how deep it is (a top-level one: 1).
+    last_comment: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def add_media(self, media_id: str, rng: random.Random) -> None:
         self.media.append(media_id)
@@ -204,11 +206,15 @@ class Traffic:
     async def comment(self) -> None:
         token, _ = self.audience.pick_account(self.rng)
         media_id = self.audience.pick_media(self.rng)
-        parent = self.audience.last_comment.get(media_id) if self.rng.random() < 0.4 else None
+        wants_reply = self.rng.random() < 0.4
+        last = self.audience.last_comment.get(media_id)
+        # A reply goes under the latest comment while the thread may nest deeper; past the
+        # limit the server refuses it, so a new thread starts instead.
+        parent, depth = last if wants_reply and last is not None and last[1] < MAX_DEPTH else (None, 0)
         created = await self.client.run(
             COMMENT, {"media": media_id, "text": self.rng.choice(REMARKS), "parent": parent}, token=token
         )
-        self.audience.last_comment[media_id] = created["createComment"]["id"]
+        self.audience.last_comment[media_id] = (created["createComment"]["id"], depth + 1)
 
     async def post(self) -> None:
         token, _ = self.audience.pick_account(self.rng)
