@@ -179,3 +179,19 @@ async def test_comment_pages_and_live_viewer_counts_are_refetchable(gql, http):
     raw_media = decode_id(media["id"], "Media")
     beyond = [to_global_id("CommentPage", raw_media, 1, 1000), to_global_id("LiveViewers", 9_999_999_999)]
     assert (await gql.ok(REFETCH_ENTRY, {"ids": beyond}))["nodes"] == [None, None]
+
+
+async def test_a_failed_field_leaves_the_fields_sharing_its_loads_answered(gql):
+    # `followers(last: 0)` fails and nulls its User, so graphql-core cancels that User's other
+    # fields; its `followingCount` waits on the same load as the first User's, which must still
+    # be answered (cancelling the shared load failed the whole request with CancelledError).
+    _, user = await create_user(gql)
+    query = """
+    query($id: ID!) {
+      node(id: $id) { ... on User { followingCount } }
+      nodes(ids: [$id]) { ... on User { followingCount followers(last: 0) { totalCount } } }
+    }
+    """
+    body = await gql(query, {"id": user["id"]})
+    assert body["data"] == {"node": {"followingCount": 0}, "nodes": [None]}
+    assert [error["extensions"]["code"] for error in body["errors"]] == ["BAD_USER_INPUT"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -47,7 +48,14 @@ class Loader(DataLoader[K, V], Generic[K, V]):
                 # Settled before the caller awaits it: a resolver that finds all it needs
                 # here completes without waiting for a batch.
                 self.prime(key, known)
-        return super().load(key)
+        future = super().load(key)
+        if not isinstance(future, asyncio.Future) or future.done():
+            return future
+        # One future answers every field of the operation that asks for this key. graphql-core
+        # cancels the fields still running beside a failed non-null one; cancelling the shared
+        # future would fail the other fields waiting on it with CancelledError, and with them
+        # the whole request. Each caller waits behind a shield of its own instead.
+        return asyncio.shield(future)
 
     def known(self, key: K) -> V | None:
         """A value available without reading (a hot row); None to load it in the batch."""
