@@ -234,7 +234,7 @@ class _Compiler:
             leaf = signature.type.of_type if non_null else signature.type  # type: ignore[union-attr]
             if not is_leaf_type(leaf):
                 return None
-            leaves.append(LeafVariable(signature, leaf, non_null, has_default=node.default_value is not None))
+            leaves.append(LeafVariable(signature, leaf, non_null))
         return VariablePlan(tuple(leaves))
 
     def _object(self, object_type: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]) -> ObjectPlan:

@@ -38,7 +38,6 @@ class LeafVariable:
     signature: GraphQLVariableSignature
     type: GraphQLScalarType | GraphQLEnumType
     non_null: bool
-    has_default: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +53,7 @@ class VariablePlan:
             name = signature.name
             value = inputs.get(name, Undefined)
             if value is Undefined:
-                if variable.non_null or variable.has_default:
+                if variable.non_null or signature.default is not None:
                     return None
                 sources[name] = VariableValueSource(signature)
                 continue
@@ -118,13 +117,14 @@ class ArgumentValues:
         return values
 
 
+class _VariableFinder(Visitor):
+    found = False
+
+    def enter_variable(self, *_: Any) -> None:
+        self.found = True
+
+
 def _has_variables(value: ValueNode) -> bool:
-    class Finder(Visitor):
-        found = False
-
-        def enter_variable(self, *_: Any) -> None:
-            self.found = True
-
-    finder = Finder()
+    finder = _VariableFinder()
     visit(value, finder)
     return finder.found
