@@ -214,3 +214,18 @@ async def test_pages_of_concurrent_requests_share_statements_and_stay_apart(http
     assert titles == [expected[n] for n in range(3) for _ in range(3)]
     assert expected == [["Page item 5", "Page item 4"], ["Page item 3", "Page item 2"], ["Page item 1", "Page item 0"]]
     assert len(count_queries) < len(requests), count_queries
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "query($id: ID!) { media(id: $id) { id } }",  # run from a plan
+        "query($id: ID!) { node(id: $id) { id } }",  # an interface: graphql-core runs it
+    ],
+)
+@pytest.mark.parametrize("variables", [{}, {"id": None}])
+async def test_a_required_variable_missing_or_null_is_a_validation_error(gql, query, variables):
+    body = await gql(query, variables)
+    assert body["data"] is None
+    assert [error["extensions"]["code"] for error in body["errors"]] == ["GRAPHQL_VALIDATION_FAILED"]
+    assert "Variable '$id'" in body["errors"][0]["message"]

@@ -51,8 +51,9 @@ def coded(error: GraphQLError) -> GraphQLError:
     if isinstance(original, StrawberryInputCoercionError):
         # A variable a scalar cannot parse (a malformed UUID or DateTime): the caller's input.
         return _recoded(error, error.message, {"code": "BAD_USER_INPUT"})
-    if original is None:
-        # Raised by graphql-core itself: syntax, validation, variable coercion, limits.
+    if original is None or isinstance(original, GraphQLError):
+        # Raised by graphql-core itself: syntax, validation, variable coercion (which names the
+        # inner error, "a value of non-null type 'ID!' to be provided", as its original), limits.
         code = "GRAPHQL_PARSE_FAILED" if error.message.startswith("Syntax Error") else "GRAPHQL_VALIDATION_FAILED"
         if error.extensions and "code" in error.extensions:
             return error
@@ -76,7 +77,9 @@ def _recoded(error: GraphQLError, message: str, extensions: dict[str, object]) -
 def is_internal(error: GraphQLError) -> bool:
     original = error.original_error
     return original is not None and not (
-        isinstance(original, UserError | StrawberryInputCoercionError | RedisConnectionError | RedisTimeoutError)
+        isinstance(
+            original, GraphQLError | UserError | StrawberryInputCoercionError | RedisConnectionError | RedisTimeoutError
+        )
         or database_unreachable(original)
     )
 
