@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy import text
 
 from mediagraph.dataloaders.views import live_view_totals
+from mediagraph.db.views import likes
 from mediagraph.events import EngagementEvent, EngagementKind
 from mediagraph.ids import from_global_id
 from mediagraph.keys.events import engagement_stream
@@ -238,3 +240,36 @@ async def test_a_burst_beyond_the_redis_pool_waits_for_connections_instead_of_fa
     async with app_with(settings, redis_max_connections=2) as (_, small_pool):
         counted = await record_views(small_pool.http, media_id=media["id"], count=400, concurrency=400)
     assert counted == 400
+
+
+async def test_likes_and_unlikes_of_one_moment_each_answer_for_their_own_row(http, gql, services):
+    owner, _ = await create_user(gql)
+    media = await create_media(http, token=owner)
+    raw_media = from_global_id(media["id"])[1]
+    accounts = [await create_user(gql) for _ in range(4)]
+    liker, unliker, never_liked, twice = (from_global_id(user["id"])[1] for _, user in accounts)
+    await gql.ok(LIKE, {"id": media["id"]}, token=accounts[1][0])
+    batches = likes.batches(services.databases.main_writes)
+
+    def ask(user_id: int, *, like: bool, token_version: int = 0) -> Any:
+        return batches.change(likes.LikeRequest(raw_media, user_id, token_version), like=like)
+
+    # One moment: the likes share a statement, the unlikes another, but for `twice`'s repeat,
+    # which must come after its first like.
+    answers = await asyncio.gather(
+        ask(liker, like=True),
+        ask(unliker, like=False),
+        ask(never_liked, like=False),
+        ask(twice, like=True),
+        ask(twice, like=True),
+        ask(never_liked, like=True, token_version=7),
+        return_exceptions=True,
+    )
+    assert [answer.changed for answer in answers[:5]] == [True, True, False, True, False]
+    assert isinstance(answers[5], likes.StaleToken)
+    assert {answer.media["id"] for answer in answers[:5]} == {raw_media}
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["likeCount"] == 2
+    async with services.databases.main_session() as session:
+        found = await session.execute(text("SELECT user_id FROM media_likes WHERE media_id = :id"), {"id": raw_media})
+        liked = set(found.scalars())
+    assert liked == {liker, twice}
