@@ -8,7 +8,7 @@ import uuid
 from dataclasses import replace
 
 from mediagraph.keys import KeySpace
-from mediagraph.keys.views import UNFLUSHED_SCRIPTS, ViewBuffer
+from mediagraph.keys.views import UNFLUSHED_SCRIPTS, Counted, ViewBuffer
 from mediagraph.lua import run_pipeline
 from mediagraph.services import Services
 
@@ -52,3 +52,25 @@ async def test_unflushed_views_read_alike_bucket_by_bucket_and_together(services
         in_flight = sum(batch.get(media_id, 0) for batch in together.in_flight.values())
         assert together.pending.get(media_id, 0) + in_flight == counted[media_id]
     assert 999_999 not in together.pending
+
+
+async def test_a_view_is_counted_under_the_names_of_its_own_key_space_and_buckets(services: Services) -> None:
+    # Two key spaces with different bucket counts count the same media: names built once per
+    # media must not be shared between them.
+    buffers = [
+        ViewBuffer(
+            services.redis,
+            KeySpace(
+                f"{services.keys.prefix}names-{uuid.uuid4().hex[:8]}:", sharded_pubsub=services.keys.sharded_pubsub
+            ),
+            buckets,
+        )
+        for buckets in (BUCKETS, BUCKETS + 1)
+    ]
+    media_id = 4_242
+    for buffer in buffers:
+        assert await buffer.count_view(media_id, "viewer", dedupe_seconds=600, push_hold_ms=0) is Counted.YES
+        assert await buffer.count_view(media_id, "viewer", dedupe_seconds=600, push_hold_ms=0) is Counted.ALREADY_SEEN
+        assert 0 < await services.redis.ttl(buffer.seen_key(media_id, "viewer")) <= 600
+        pending = await services.redis.hget(buffer.pending_key(buffer.bucket_of(media_id)), str(media_id))
+        assert pending == b"1"

@@ -42,11 +42,11 @@ class KeySpace:
         self.sharded_pubsub = sharded_pubsub
 
     def key(self, *parts: object) -> str:
-        return self.prefix + ":".join(str(part) for part in parts)
+        return self.prefix + ":".join(map(str, parts))
 
     def channel(self, *parts: object) -> str:
         """A process-wide channel (classic pub/sub everywhere)."""
-        return self.prefix + "channel:" + ":".join(str(part) for part in parts)
+        return self.prefix + "channel:" + ":".join(map(str, parts))
 
     def entity_channel(self, kind: str, entity: object, *parts: object) -> str:
         """The channel of one entity, tagged with it: `channel:<kind>:{<entity>}[:parts]`."""

@@ -141,6 +141,10 @@ class Counted(IntEnum):
     YES_AND_ANNOUNCE = 2  # nobody was announcing this media's count: the caller does
 
 
+# By reply, without the enum's lookup.
+_COUNTED: tuple[Counted, ...] = tuple(Counted)
+
+
 @dataclass(frozen=True)
 class Batch:
     bucket: int
@@ -160,6 +164,21 @@ class Unflushed:
 # space, tests a few, so the bound only guards against a caller making key spaces freely.
 READ_KEYS_KEPT = 10_000
 _READ_KEYS: dict[tuple[str, int], tuple[str, str, str]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _CountNames:
+    seen_prefix: str  # the viewer's dedupe key is this and the viewer
+    pending: str
+    push: str
+    channel: str
+    numsub: str
+
+
+# Each media's names for counting a view (`ViewBuffer._count_names`), by key space; bounded,
+# the oldest media go first.
+COUNT_NAMES_KEPT = 50_000
+_COUNT_NAMES: dict[tuple[str, bool, int, int], _CountNames] = {}
 
 
 class ViewBuffer:
@@ -204,14 +223,30 @@ class ViewBuffer:
     def push_key(self, media_id: int) -> str:
         return self._key(self.bucket_of(media_id), "push", media_id)
 
+    def _count_names(self, media_id: int) -> _CountNames:
+        """What counting a view of the media names besides its viewer, built once per media: views
+        come to the same media again and again, and naming them cost a fifth of counting one."""
+        cache_key = (self.keys.prefix, self.keys.sharded_pubsub, self.buckets, media_id)
+        names = _COUNT_NAMES.get(cache_key)
+        if names is None:
+            if len(_COUNT_NAMES) >= COUNT_NAMES_KEPT:
+                del _COUNT_NAMES[next(iter(_COUNT_NAMES))]
+            channel = view_count_channel(self.keys, media_id, self.buckets)
+            names = _COUNT_NAMES[cache_key] = _CountNames(
+                seen_prefix=self.seen_key(media_id, ""),
+                pending=self.pending_key(self.bucket_of(media_id)),
+                push=self.push_key(media_id),
+                channel=channel,
+                numsub="SHARDNUMSUB" if self.keys.is_sharded(channel) else "NUMSUB",
+            )
+        return names
+
     async def count_view(self, media_id: int, viewer: str, *, dedupe_seconds: int, push_hold_ms: int) -> Counted:
         """One round trip: YES_AND_ANNOUNCE only when someone watches the count and nobody announces it."""
-        bucket = self.bucket_of(media_id)
-        keys = [self.seen_key(media_id, viewer), self.pending_key(bucket), self.push_key(media_id)]
-        channel = view_count_channel(self.keys, media_id, self.buckets)
-        numsub = "SHARDNUMSUB" if self.keys.is_sharded(channel) else "NUMSUB"
-        args = [dedupe_seconds, media_id, push_hold_ms, channel, numsub]
-        return Counted(await COUNT_VIEW_SCRIPT.run_batched(self.redis, keys, args))
+        names = self._count_names(media_id)
+        keys = [names.seen_prefix + viewer, names.pending, names.push]
+        args = [dedupe_seconds, media_id, push_hold_ms, names.channel, names.numsub]
+        return _COUNTED[int(await COUNT_VIEW_SCRIPT.run_batched(self.redis, keys, args))]
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
         script = self.redis.register_script(FOLLOW_UP_PUSH)

@@ -167,12 +167,13 @@ async def _count(
     except SessionConflict:
         raise Conflict(CONFLICT_MESSAGE, argument="sessionId") from None
     stream = Entity.stream(media_id, channel_id)
+    now_ms = to_ms(now)
     beat = Heartbeat(
         session_id=session,
         stream=stream,
         address=context.client_address,
-        played_ms=to_ms(played_at),
-        now_ms=to_ms(now),
+        played_ms=now_ms if played_at is now else to_ms(played_at),
+        now_ms=now_ms,
         generation=services.ids.next_id(),
         viewer_id=context.viewer_id,
     )
