@@ -46,7 +46,7 @@ class Lua:
 
     async def run_batched(self, redis: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """`run`, sent in one pipeline with the other batched calls of this moment (`run_batched`)."""
-        [reply] = await run_batched(redis, [self], lambda pipe: self.queue(pipe, keys, args))
+        [reply] = await run_batched(redis, [self], lambda pipe: queue_evalsha(pipe, self.sha, keys, args))
         return reply
 
 
@@ -106,9 +106,9 @@ CHEAP = Lane(max_in_flight=1, max_asks=None)
 HEAVY = Lane(max_in_flight=2, max_asks=16)
 
 
-async def run_batched(
+def run_batched(
     redis: Redis, scripts: Sequence[Lua], build: Callable[[Pipeline], None], *, lane: Lane = CHEAP
-) -> list[Any]:
+) -> asyncio.Future[list[Any]]:
     """`run_pipeline`, merged with the other calls of its lane made until the event loop has turned
     once more (`turns.py`).
 
@@ -119,6 +119,9 @@ async def run_batched(
     loaded, so `build` must queue commands that may run twice (scripts that are idempotent).
     On one Redis a batch makes its round trip by `redis_pool.execute_batch`, on a cluster by
     redis-py's pipeline.
+
+    The caller awaits the batch's future itself (this is no coroutine): every frame between
+    a request and its reply is resumed when the reply comes, once per request.
     """
     lanes = _batchers.get(redis)
     if lanes is None:
@@ -126,7 +129,7 @@ async def run_batched(
     batcher = lanes.get(lane)
     if batcher is None:
         batcher = lanes[lane] = _StepPipeline(redis, lane, by_pipeline=redis in _by_pipeline)
-    return await batcher.run(scripts, build)
+    return batcher.ask(scripts, build)
 
 
 _Waiting = tuple[Sequence[Lua], Callable[[Pipeline], None], "asyncio.Future[list[Any]]"]
@@ -152,14 +155,14 @@ class _StepPipeline:
         self.waiting: list[_Waiting] = []
         self.in_flight = 0
 
-    async def run(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> list[Any]:
+    def ask(self, scripts: Sequence[Lua], build: Callable[[Pipeline], None]) -> asyncio.Future[list[Any]]:
         loop = asyncio.get_running_loop()
         # Asks already waiting have a send coming: a turn later, or when the batch out returns.
         if not self.waiting and self.in_flight < self.lane.max_in_flight:
             after_next_turn(loop, self._dispatch)
         future: asyncio.Future[list[Any]] = loop.create_future()
         self.waiting.append((scripts, build, future))
-        return await future
+        return future
 
     def _dispatch(self) -> None:
         while self.waiting and self.in_flight < self.lane.max_in_flight:
@@ -200,11 +203,19 @@ class _StepPipeline:
         lost: list[_Waiting] = []
         for entry, size in zip(waiting, sizes, strict=True):
             mine, at = replies[at : at + size], at + size
-            future = entry[2]
-            if any(isinstance(reply, NoScriptError) for reply in mine):
+            # The first error among the replies, or a lost script's (which outranks it).
+            failed: Exception | None = None
+            for reply in mine:
+                if isinstance(reply, Exception):
+                    if isinstance(reply, NoScriptError):
+                        failed = reply
+                        break
+                    if failed is None:
+                        failed = reply
+            if isinstance(failed, NoScriptError):
                 lost.append(entry)
                 continue
-            failed = next((reply for reply in mine if isinstance(reply, Exception)), None)
+            future = entry[2]
             if future.done():
                 continue
             if failed is not None:
