@@ -56,7 +56,12 @@ async def _echo(client: Redis, value: str, busy_ms: int = 0, *, lane: Lane = CHE
 
 
 async def _connections_named(client: Redis, name: str) -> int:
-    return sum(1 for entry in await client.client_list(_type="normal") if entry.get("name") == name)
+    """The client's connections to Redis, not counting the one asking (CLIENT LIST itself)."""
+    return sum(
+        1
+        for entry in await client.client_list(_type="normal")
+        if entry.get("name") == name and not str(entry.get("cmd", "")).startswith("client")
+    )
 
 
 async def test_asks_made_while_a_batch_is_out_go_together_when_it_returns(
@@ -261,3 +266,18 @@ async def test_a_batch_that_times_out_leaves_no_late_reply_behind(settings: Sett
             assert await execute_batch(client, pipe) == [b"mine"]
     finally:
         await client.aclose()
+
+
+async def test_batches_one_after_another_go_on_the_connection_the_first_one_kept(
+    named_client: tuple[Redis, str],
+) -> None:
+    client, _ = named_client
+    ids = []
+    for _ in range(3):
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.client_id()
+            [found] = await execute_batch(client, pipe)
+        ids.append(found)
+    assert len(set(ids)) == 1
+    # The kept connection is the batches' own: the client's other commands use the pool's others.
+    assert await client.client_id() != ids[0]
