@@ -5,9 +5,12 @@ all buckets in one."""
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from dataclasses import replace
 
-from mediagraph.keys import KeySpace
+import pytest
+
+from mediagraph.keys import KeySpace, views
 from mediagraph.keys.views import UNFLUSHED_SCRIPTS, Counted, ViewBuffer
 from mediagraph.lua import run_pipeline
 from mediagraph.services import Services
@@ -74,3 +77,15 @@ async def test_a_view_is_counted_under_the_names_of_its_own_key_space_and_bucket
         assert 0 < await services.redis.ttl(buffer.seen_key(media_id, "viewer")) <= 600
         pending = await services.redis.hget(buffer.pending_key(buffer.bucket_of(media_id)), str(media_id))
         assert pending == b"1"
+
+
+async def test_names_kept_per_media_stay_bounded_the_oldest_going_first(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "COUNT_NAMES_KEPT", 3)
+    monkeypatch.setattr(views, "_COUNT_NAMES", OrderedDict())
+    keys = KeySpace(f"{services.keys.prefix}bound-{uuid.uuid4().hex[:8]}:", sharded_pubsub=services.keys.sharded_pubsub)
+    buffer = ViewBuffer(services.redis, keys, BUCKETS)
+    for media_id in range(100, 105):
+        await buffer.count_view(media_id, "viewer", dedupe_seconds=600, push_hold_ms=0)
+    assert [cache_key[-1] for cache_key in views._COUNT_NAMES] == [102, 103, 104]

@@ -17,6 +17,7 @@ batch is applied) `media_view_count` in PostgreSQL.
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -178,7 +179,7 @@ class _CountNames:
 # Each media's names for counting a view (`ViewBuffer._count_names`), by key space; bounded,
 # the oldest media go first.
 COUNT_NAMES_KEPT = 50_000
-_COUNT_NAMES: dict[tuple[str, bool, int, int], _CountNames] = {}
+_COUNT_NAMES: OrderedDict[tuple[str, bool, int, int], _CountNames] = OrderedDict()
 
 
 class ViewBuffer:
@@ -230,7 +231,7 @@ class ViewBuffer:
         names = _COUNT_NAMES.get(cache_key)
         if names is None:
             if len(_COUNT_NAMES) >= COUNT_NAMES_KEPT:
-                del _COUNT_NAMES[next(iter(_COUNT_NAMES))]
+                _COUNT_NAMES.popitem(last=False)  # constant time, unlike a dict's first entry
             channel = view_count_channel(self.keys, media_id, self.buckets)
             names = _COUNT_NAMES[cache_key] = _CountNames(
                 seen_prefix=self.seen_key(media_id, ""),

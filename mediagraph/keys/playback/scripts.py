@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -445,7 +446,9 @@ class _StreamMinute(NamedTuple):
 # asked about a dozen times per viewer, and building it costs more than a heartbeat's other
 # arguments together. Bounded; the oldest minutes go first.
 MINUTES_KEPT = 50_000
-_minutes: dict[tuple[str, bool, int, int, int], _StreamMinute] = {}
+# Oldest first: an OrderedDict drops its first entry in constant time, where a dict's first
+# entry is found by skipping every slot deleted before it (12 us an entry at 50,000).
+_minutes: OrderedDict[tuple[str, bool, int, int, int], _StreamMinute] = OrderedDict()
 
 
 def _minute_of(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinute:
@@ -455,7 +458,7 @@ def _minute_of(keys: KeySpace, stream: Entity, played_ms: int) -> _StreamMinute:
     if known is None:
         known = _minutes[cache_key] = _build_minute(keys, stream, played_ms)
         while len(_minutes) > MINUTES_KEPT:
-            del _minutes[next(iter(_minutes))]
+            _minutes.popitem(last=False)
     return known
 
 
