@@ -46,7 +46,7 @@ class Lua:
 
     async def run_batched(self, redis: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """`run`, sent in one pipeline with the other batched calls of this moment (`run_batched`)."""
-        [reply] = await run_batched(redis, [self], lambda pipe: queue_evalsha(pipe, self.sha, keys, args))
+        [reply] = await run_batched(redis, [self], lambda pipe: self.queue(pipe, keys, args))
         return reply
 
 
@@ -203,18 +203,11 @@ class _StepPipeline:
         lost: list[_Waiting] = []
         for entry, size in zip(waiting, sizes, strict=True):
             mine, at = replies[at : at + size], at + size
-            # The first error among the replies, or a lost script's (which outranks it).
-            failed: Exception | None = None
-            for reply in mine:
-                if isinstance(reply, Exception):
-                    if isinstance(reply, NoScriptError):
-                        failed = reply
-                        break
-                    if failed is None:
-                        failed = reply
-            if isinstance(failed, NoScriptError):
+            errors = [reply for reply in mine if isinstance(reply, Exception)]
+            if any(isinstance(error, NoScriptError) for error in errors):
                 lost.append(entry)
                 continue
+            failed = errors[0] if errors else None
             future = entry[2]
             if future.done():
                 continue

@@ -142,10 +142,6 @@ class Counted(IntEnum):
     YES_AND_ANNOUNCE = 2  # nobody was announcing this media's count: the caller does
 
 
-# By reply, without the enum's lookup.
-_COUNTED: tuple[Counted, ...] = tuple(Counted)
-
-
 @dataclass(frozen=True)
 class Batch:
     bucket: int
@@ -247,7 +243,7 @@ class ViewBuffer:
         names = self._count_names(media_id)
         keys = [names.seen_prefix + viewer, names.pending, names.push]
         args = [dedupe_seconds, media_id, push_hold_ms, names.channel, names.numsub]
-        return _COUNTED[int(await COUNT_VIEW_SCRIPT.run_batched(self.redis, keys, args))]
+        return Counted(await COUNT_VIEW_SCRIPT.run_batched(self.redis, keys, args))
 
     async def follow_up_push(self, media_id: int, *, push_hold_ms: int) -> bool:
         script = self.redis.register_script(FOLLOW_UP_PUSH)
