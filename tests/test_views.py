@@ -254,8 +254,8 @@ async def test_likes_and_unlikes_of_one_moment_each_answer_for_their_own_row(htt
     def ask(user_id: int, *, like: bool, token_version: int = 0) -> Any:
         return batches.change(likes.LikeRequest(raw_media, user_id, token_version), like=like)
 
-    # One moment: the likes share a statement, the unlikes another, but for `twice`'s repeat,
-    # which must come after its first like.
+    # One moment: the likes and unlikes share a statement, but for `twice`'s repeat, which
+    # must come after its first like.
     answers = await asyncio.gather(
         ask(liker, like=True),
         ask(unliker, like=False),
@@ -273,3 +273,22 @@ async def test_likes_and_unlikes_of_one_moment_each_answer_for_their_own_row(htt
         found = await session.execute(text("SELECT user_id FROM media_likes WHERE media_id = :id"), {"id": raw_media})
         liked = set(found.scalars())
     assert liked == {liker, twice}
+
+
+async def test_a_like_and_its_taking_back_in_one_moment_are_written_in_the_order_asked(http, gql, services):
+    owner, _ = await create_user(gql)
+    media = await create_media(http, token=owner)
+    raw_media = from_global_id(media["id"])[1]
+    _, fan = await create_user(gql)
+    fan_id = from_global_id(fan["id"])[1]
+    batches = likes.batches(services.databases.main_writes)
+
+    def ask(*, like: bool) -> Any:
+        return batches.change(likes.LikeRequest(raw_media, fan_id, 0), like=like)
+
+    answers = await asyncio.gather(ask(like=True), ask(like=False), ask(like=False), ask(like=True))
+    assert [answer.changed for answer in answers] == [True, True, False, True]
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["likeCount"] == 1
+    answers = await asyncio.gather(ask(like=False), ask(like=True), ask(like=False))
+    assert [answer.changed for answer in answers] == [True, True, True]
+    assert (await gql.ok(COUNTS, {"id": media["id"]}))["media"]["likeCount"] == 0

@@ -89,47 +89,47 @@ async def change_like(
     return LikeChange(changed=bool(row["changed"]), media=row)
 
 
-# Many likes (or unlikes) in one statement, one commit: $1 media ids, $2 user ids, $3 token
-# versions (pairwise), a like's $4 when. One answer row per request, in order, with the same
-# columns as the single statements'. Requests naming the same (media, user) go in separate
-# statements (`_rounds`), so each answer says exactly whether its own row changed.
-_MANY_VIEWERS = """
-req AS (
-    SELECT r.media_id, r.user_id, r.ver, r.slot
-    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(media_id, user_id, ver, slot)
+# The likes and unlikes of one moment in one statement, one commit: $1 media ids, $2 user ids,
+# $3 token versions, $4 whether each is a like (pairwise), $5 when the likes were made. One
+# answer row per request, in order, with the same columns as the single statements'. Requests
+# naming the same (media, user) go in separate statements (`rounds_without_repeats`), so each
+# answer says exactly whether its own row changed. Likes and unlikes share the statement
+# because most of a statement's cost is its own (the commit, the executor, each constraint
+# trigger's setup), not its rows': measured in BENCHMARKS.md.
+CHANGE_MANY = f"""
+WITH req AS (
+    SELECT r.media_id, r.user_id, r.ver, r.liking, r.slot
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::boolean[])
+        WITH ORDINALITY AS r(media_id, user_id, ver, liking, slot)
 ), viewer AS (
-    SELECT req.slot, req.media_id, req.user_id FROM req JOIN users u ON u.id = req.user_id AND u.token_version = req.ver
-)"""
-_MANY_COUNT = """
-counted AS (
+    SELECT req.slot, req.media_id, req.user_id, req.liking
+    FROM req JOIN users u ON u.id = req.user_id AND u.token_version = req.ver
+), liked AS (
+    INSERT INTO media_likes (media_id, user_id, created_at)
+    SELECT v.media_id, v.user_id, $5 FROM viewer v JOIN media m ON m.id = v.media_id
+    WHERE v.liking ORDER BY v.media_id, v.user_id
+    ON CONFLICT DO NOTHING
+    RETURNING media_id, user_id
+), unliked AS (
+    DELETE FROM media_likes l USING viewer v
+    WHERE NOT v.liking AND l.media_id = v.media_id AND l.user_id = v.user_id
+    RETURNING l.media_id, l.user_id
+), changed AS (
+    SELECT media_id, user_id, 1 AS delta FROM liked
+    UNION ALL SELECT media_id, user_id, -1 FROM unliked
+), counted AS (
     INSERT INTO media_like_count AS c (media_id, like_count)
-    SELECT media_id, {sign} count(*) FROM changed GROUP BY media_id ORDER BY media_id
+    SELECT media_id, sum(delta) FROM changed GROUP BY media_id ORDER BY media_id
     ON CONFLICT (media_id) DO UPDATE SET like_count = c.like_count + excluded.like_count
     RETURNING c.media_id
 ), queued AS (
     INSERT INTO media_count_changes (media_id) SELECT media_id FROM counted ORDER BY media_id RETURNING media_id
 )
-SELECT {media_columns}, v.slot IS NOT NULL AS signed_in, ch.media_id IS NOT NULL AS changed
+SELECT {_MEDIA_COLUMNS}, v.slot IS NOT NULL AS signed_in, ch.media_id IS NOT NULL AS changed
 FROM req LEFT JOIN viewer v ON v.slot = req.slot
 LEFT JOIN changed ch ON ch.media_id = req.media_id AND ch.user_id = req.user_id
 LEFT JOIN media m ON m.id = req.media_id
 ORDER BY req.slot
-"""
-
-LIKE_MANY = f"""
-WITH {_MANY_VIEWERS.strip()}, changed AS (
-    INSERT INTO media_likes (media_id, user_id, created_at)
-    SELECT v.media_id, v.user_id, $4 FROM viewer v JOIN media m ON m.id = v.media_id ORDER BY v.media_id, v.user_id
-    ON CONFLICT DO NOTHING
-    RETURNING media_id, user_id
-), {_MANY_COUNT.format(sign="", media_columns=_MEDIA_COLUMNS).strip()}
-"""
-
-UNLIKE_MANY = f"""
-WITH {_MANY_VIEWERS.strip()}, changed AS (
-    DELETE FROM media_likes l USING viewer v WHERE l.media_id = v.media_id AND l.user_id = v.user_id
-    RETURNING l.media_id, l.user_id
-), {_MANY_COUNT.format(sign="-", media_columns=_MEDIA_COLUMNS).strip()}
 """
 
 
@@ -141,31 +141,32 @@ class LikeRequest:
 
 
 class LikeBatches:
-    """Likes and unlikes of one moment, each kind written by one statement (`StepWrites`)."""
+    """The likes and unlikes of one moment, written by one statement (`StepWrites`)."""
 
     def __init__(self, writes: WritePool) -> None:
         self.writes = writes
-        self._likes: StepWrites[LikeRequest, LikeChange] = StepWrites(lambda items: self._run(items, like=True))
-        self._unlikes: StepWrites[LikeRequest, LikeChange] = StepWrites(lambda items: self._run(items, like=False))
+        self._changes: StepWrites[tuple[LikeRequest, bool], LikeChange] = StepWrites(self._run)
 
     async def change(self, request: LikeRequest, *, like: bool) -> LikeChange:
-        return await (self._likes if like else self._unlikes).ask(request)
+        return await self._changes.ask((request, like))
 
-    async def _run(self, items: list[LikeRequest], *, like: bool) -> list[LikeChange | Exception]:
+    async def _run(self, items: list[tuple[LikeRequest, bool]]) -> list[LikeChange | Exception]:
         results: list[LikeChange | Exception | None] = [None] * len(items)
         now = utcnow()
-        for round_ in rounds_without_repeats(items, lambda item: (item.media_id, item.user_id)):
-            requests = [items[at] for at in round_]
+        for round_ in rounds_without_repeats(items, lambda item: (item[0].media_id, item[0].user_id)):
+            changes = [items[at] for at in round_]
             args: list[Any] = [
-                [r.media_id for r in requests],
-                [r.user_id for r in requests],
-                [r.token_version for r in requests],
+                [request.media_id for request, _ in changes],
+                [request.user_id for request, _ in changes],
+                [request.token_version for request, _ in changes],
+                [like for _, like in changes],
+                now,
             ]
             try:
-                rows = await self.writes.fetch(LIKE_MANY if like else UNLIKE_MANY, *args, *([now] if like else []))
+                rows = await self.writes.fetch(CHANGE_MANY, *args)
             except (asyncpg.ForeignKeyViolationError, asyncpg.DeadlockDetectedError):
                 # A media deleted meanwhile (or a lock cycle with another batch): each alone.
-                for at, request in zip(round_, requests, strict=True):
+                for at, (request, like) in zip(round_, changes, strict=True):
                     results[at] = await self._alone(request, like=like, now=now)
                 continue
             for at, row in zip(round_, rows, strict=True):
