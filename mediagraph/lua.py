@@ -139,6 +139,17 @@ _by_pipeline: weakref.WeakSet[Redis] = weakref.WeakSet()
 _sending: set[asyncio.Task[None]] = set()
 
 
+async def run_together(redis: Redis, build: Callable[[Pipeline], None]) -> list[Any]:
+    """Commands (no scripts) queued by `build`, sent now in one round trip; a reply per command, error
+    replies in place. For a caller that is itself a batch of requests (`run_batched` would hold it
+    a turn of the loop longer): by `execute_batch` on one Redis, by redis-py's pipeline on a cluster."""
+    async with redis.pipeline(transaction=False) as pipe:
+        build(pipe)
+        if isinstance(redis, RedisCluster) or redis in _by_pipeline:
+            return await pipe.execute(raise_on_error=False)
+        return await execute_batch(redis, pipe)
+
+
 def batch_by_pipeline(redis: Redis) -> None:
     """Send `redis`'s batches through redis-py's pipeline instead of `execute_batch`, as on a
     cluster (whose pipeline splits a batch by node): what `mediagraph bench playback` compares

@@ -145,12 +145,13 @@ class LikeBatches:
 
     def __init__(self, writes: WritePool) -> None:
         self.writes = writes
-        self._changes: StepWrites[tuple[LikeRequest, bool], LikeChange] = StepWrites(self._run)
+        self._changes: StepWrites[tuple[LikeRequest, bool], LikeChange] = StepWrites(self.write)
 
     async def change(self, request: LikeRequest, *, like: bool) -> LikeChange:
         return await self._changes.ask((request, like))
 
-    async def _run(self, items: list[tuple[LikeRequest, bool]]) -> list[LikeChange | Exception]:
+    async def write(self, items: list[tuple[LikeRequest, bool]]) -> list[LikeChange | Exception]:
+        """Each (request, whether a like) written, in order: its change or the exception it must raise."""
         results: list[LikeChange | Exception | None] = [None] * len(items)
         now = utcnow()
         for round_ in rounds_without_repeats(items, lambda item: (item[0].media_id, item[0].user_id)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +22,13 @@ from mediagraph.dataloaders.views import (
 )
 from mediagraph.db.media import Media
 from mediagraph.db.views import likes
+from mediagraph.db.writes import PerPool, StepWrites, WritePool
 from mediagraph.errors import NotFound, ServiceUnavailable, Unauthenticated
 from mediagraph.events import EngagementEvent, EngagementKind, queue_engagement
 from mediagraph.keys.views import Counted
-from mediagraph.lua import run_batched
+from mediagraph.lua import run_together
 from mediagraph.resolvers.media import media_by_id, media_record_by_id, require_media
+from mediagraph.services import Services
 from mediagraph.subscriptions import media as media_live
 from mediagraph.subscriptions import views as live
 
@@ -98,38 +100,78 @@ async def _change_like(context: Context, media_id: int, *, like: bool) -> Mappin
     viewer_id = context.require_viewer_id()
     claims = context.claims
     assert claims is not None
+    request = likes.LikeRequest(media_id=media_id, user_id=viewer_id, token_version=claims.token_version)
     try:
-        # Written together with the other likes of this moment: one statement, one commit.
-        change = await likes.batches(context.services.databases.main_writes).change(
-            likes.LikeRequest(media_id=media_id, user_id=viewer_id, token_version=claims.token_version), like=like
+        change = await _like_writes(context.services.databases.main_writes).ask(
+            _LikeAsk(context.services, request, like)
         )
     except likes.StaleToken:
         raise Unauthenticated("The access token is no longer valid.") from None
     except likes.MissingMedia:
         raise NotFound("No such media.") from None
-    delta = (1 if like else -1) if change.changed else 0
-    await _after_like_change(context, media_id, delta)
+    _forget(context, LikeCountByMediaIdLoader, media_id)
+    _forget(context, LikedByViewerLoader, media_id)
     return change.media
 
 
-async def _after_like_change(context: Context, media_id: int, delta: int) -> None:
-    _forget(context, LikeCountByMediaIdLoader, media_id)
-    _forget(context, LikedByViewerLoader, media_id)
-    if not delta:
-        return
-    services = context.services
-    event = EngagementEvent(EngagementKind.LIKE, media_id, delta)
-    try:
-        # The hot-media score's event and the live counts' notice, in one round trip shared
-        # with the other requests of this moment.
-        def build(pipe: Pipeline) -> None:
-            queue_engagement(pipe, services.keys, event)
+@dataclass(frozen=True)
+class _LikeAsk:
+    services: Services
+    request: likes.LikeRequest
+    like: bool
+
+
+class _LikeWrites:
+    """The likes and unlikes of one moment: one statement and commit (`likes.LikeBatches.write`), then
+    the hot-media events and live-count notices of those that changed a row, in one Redis round trip,
+    before any of them is answered.
+
+    Sent by the batch rather than by each request once answered, the notices wait for no turn of the
+    loop after the commit, and each request is resumed once instead of twice."""
+
+    def __init__(self, writes: WritePool) -> None:
+        self.batches = likes.batches(writes)
+        self.steps: StepWrites[_LikeAsk, likes.LikeChange] = StepWrites(self._run)
+
+    def ask(self, ask: _LikeAsk) -> Awaitable[likes.LikeChange]:
+        return self.steps.ask(ask)
+
+    async def _run(self, asks: list[_LikeAsk]) -> list[likes.LikeChange | Exception]:
+        results = await self.batches.write([(ask.request, ask.like) for ask in asks])
+        changed = [
+            (ask, 1 if ask.like else -1)
+            for ask, result in zip(asks, results, strict=True)
+            if isinstance(result, likes.LikeChange) and result.changed
+        ]
+        # One Services per application; tests may run several against one pool.
+        by_services: dict[int, list[tuple[_LikeAsk, int]]] = {}
+        for ask, delta in changed:
+            by_services.setdefault(id(ask.services), []).append((ask, delta))
+        for moved in by_services.values():
+            await _announce_like_changes(moved[0][0].services, [(ask.request.media_id, delta) for ask, delta in moved])
+        return results
+
+
+_like_writes = PerPool(_LikeWrites)
+
+
+async def _announce_like_changes(services: Services, changes: list[tuple[int, int]]) -> None:
+    """The hot-media score's events and the live counts' notices of committed like changes (media, ±1)."""
+
+    def build(pipe: Pipeline) -> None:
+        for media_id, delta in changes:
+            queue_engagement(pipe, services.keys, EngagementEvent(EngagementKind.LIKE, media_id, delta))
             media_live.queue_counts_changed(pipe, services, media_id)
 
-        await run_batched(services.redis, [], build)
+    try:
+        replies = await run_together(services.redis, build)
     except (RedisError, OSError) as error:
-        # The like is committed; only the hot-media score and live counts miss it.
-        log.warning("like event for media %s not published: %s", media_id, error)
+        # The likes are committed; only the hot-media scores and live counts miss them.
+        log.warning("like events for %d media not published: %s", len(changes), error)
+        return
+    failed = [reply for reply in replies if isinstance(reply, Exception)]
+    if failed:
+        log.warning("like events for %d media not all published: %s", len(changes), failed[0])
 
 
 def _forget(context: Context, loader: type[Loader[int, Any]], media_id: int) -> None:
