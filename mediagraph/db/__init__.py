@@ -23,8 +23,8 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        writes: `likeMedia`/`unlikeMedia` (`db/views/likes.py`) and `submitScore`
        (`db/leaderboards.py`), prepared statements on the write
        pool (`databases.main_writes`, `db/writes.py`; the requests of one event-loop
-       step share one statement and one commit, `StepWrites`; no transaction around it, never
-       retried); `recordView` and `reportPlayback` write only to Redis on the request path
+       step share one statement and one commit, `StepWrites`, likes and unlikes together; no
+       transaction around it, never retried); `recordView` and `reportPlayback` write only to Redis on the request path
        (the view flush and the playback roll-up write to PostgreSQL in batches);
    - every other write, multi-statement transaction or locking read uses the
      operation's one session, `context.db.use()` (`db/operation.py`);
