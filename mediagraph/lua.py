@@ -128,7 +128,7 @@ def run_batched(
         lanes = _batchers[redis] = {}
     batcher = lanes.get(lane)
     if batcher is None:
-        batcher = lanes[lane] = _StepPipeline(redis, lane, by_pipeline=redis in _by_pipeline)
+        batcher = lanes[lane] = _StepPipeline(redis, lane)
     return batcher.ask(scripts, build)
 
 
@@ -140,9 +140,10 @@ _sending: set[asyncio.Task[None]] = set()
 
 
 async def run_together(redis: Redis, build: Callable[[Pipeline], None]) -> list[Any]:
-    """Commands (no scripts) queued by `build`, sent now in one round trip; a reply per command, error
-    replies in place. For a caller that is itself a batch of requests (`run_batched` would hold it
-    a turn of the loop longer): by `execute_batch` on one Redis, by redis-py's pipeline on a cluster."""
+    """Commands queued by `build`, sent now in one round trip; a reply per command, error replies in
+    place (scripts Redis lost are not loaded again). How every batch goes out (`run_batched`'s, and a
+    caller's that is itself a batch of requests): by `execute_batch` on one Redis, by redis-py's
+    pipeline on a cluster or where `batch_by_pipeline` asks for it."""
     async with redis.pipeline(transaction=False) as pipe:
         build(pipe)
         if isinstance(redis, RedisCluster) or redis in _by_pipeline:
@@ -155,14 +156,12 @@ def batch_by_pipeline(redis: Redis) -> None:
     cluster (whose pipeline splits a batch by node): what `mediagraph bench playback` compares
     the round trip with."""
     _by_pipeline.add(redis)
-    _batchers.pop(redis, None)
 
 
 class _StepPipeline:
-    def __init__(self, redis: Redis, lane: Lane, *, by_pipeline: bool = False) -> None:
+    def __init__(self, redis: Redis, lane: Lane) -> None:
         self.redis = redis
         self.lane = lane
-        self.by_pipeline = by_pipeline or isinstance(redis, RedisCluster)
         self.waiting: list[_Waiting] = []
         self.in_flight = 0
 
@@ -195,16 +194,15 @@ class _StepPipeline:
 
     async def _send(self, waiting: list[_Waiting]) -> None:
         sizes: list[int] = []
+
+        def build_all(pipe: Pipeline) -> None:
+            for _, build, _ in waiting:
+                before = len(pipe)
+                build(pipe)
+                sizes.append(len(pipe) - before)
+
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for _, build, _ in waiting:
-                    before = len(pipe)
-                    build(pipe)
-                    sizes.append(len(pipe) - before)
-                if self.by_pipeline:
-                    replies = await pipe.execute(raise_on_error=False)
-                else:
-                    replies = await execute_batch(self.redis, pipe)
+            replies = await run_together(self.redis, build_all)
         except Exception as error:
             for _, _, future in waiting:
                 if not future.done():

@@ -12,6 +12,7 @@ from mediagraph.db.views import likes
 from mediagraph.events import EngagementEvent, EngagementKind
 from mediagraph.ids import from_global_id
 from mediagraph.keys.events import engagement_stream
+from mediagraph.resolvers.views import like_batches
 from mediagraph.workers import views as worker
 from tests.support.apps import app_with
 from tests.support.factories import create_media, create_user, record_views, unique_name
@@ -249,10 +250,10 @@ async def test_likes_and_unlikes_of_one_moment_each_answer_for_their_own_row(htt
     accounts = [await create_user(gql) for _ in range(4)]
     liker, unliker, never_liked, twice = (from_global_id(user["id"])[1] for _, user in accounts)
     await gql.ok(LIKE, {"id": media["id"]}, token=accounts[1][0])
-    batches = likes.batches(services.databases.main_writes)
+    batches = like_batches(services.databases.main_writes)
 
     def ask(user_id: int, *, like: bool, token_version: int = 0) -> Any:
-        return batches.change(likes.LikeRequest(raw_media, user_id, token_version), like=like)
+        return batches.change(services, likes.LikeRequest(raw_media, user_id, token_version), like=like)
 
     # One moment: the likes and unlikes share a statement, but for `twice`'s repeat, which
     # must come after its first like.
@@ -281,10 +282,10 @@ async def test_a_like_and_its_taking_back_in_one_moment_are_written_in_the_order
     raw_media = from_global_id(media["id"])[1]
     _, fan = await create_user(gql)
     fan_id = from_global_id(fan["id"])[1]
-    batches = likes.batches(services.databases.main_writes)
+    batches = like_batches(services.databases.main_writes)
 
     def ask(*, like: bool) -> Any:
-        return batches.change(likes.LikeRequest(raw_media, fan_id, 0), like=like)
+        return batches.change(services, likes.LikeRequest(raw_media, fan_id, 0), like=like)
 
     answers = await asyncio.gather(ask(like=True), ask(like=False), ask(like=False), ask(like=True))
     assert [answer.changed for answer in answers] == [True, True, False, True]

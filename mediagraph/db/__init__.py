@@ -24,8 +24,9 @@ How code reaches PostgreSQL (the one rule; docs/architecture.md says the same):
        (`db/leaderboards.py`), prepared statements on the write
        pool (`databases.main_writes`, `db/writes.py`; the requests of one event-loop
        step share one statement and one commit, `StepWrites`, likes and unlikes together; no
-       transaction around it, never retried); `recordView` and `reportPlayback` write only to Redis on the request path
-       (the view flush and the playback roll-up write to PostgreSQL in batches);
+       transaction around it, never retried); `recordView` and `reportPlayback` write only to
+       Redis on the request path (the view flush and the playback roll-up write to PostgreSQL
+       in batches);
    - every other write, multi-statement transaction or locking read uses the
      operation's one session, `context.db.use()` (`db/operation.py`);
    - a request never opens a session of its own (`databases.main_session()`).

@@ -18,7 +18,7 @@ import asyncpg
 
 from mediagraph.db.base import utcnow
 from mediagraph.db.media import Media
-from mediagraph.db.writes import PerPool, StepWrites, WritePool, rounds_without_repeats
+from mediagraph.db.writes import WritePool, rounds_without_repeats
 
 # The media's row comes back with the answer, so the mutation's `Media` needs no read of
 # its own, and is built from the row as read (no model instance on the way).
@@ -140,52 +140,44 @@ class LikeRequest:
     token_version: int
 
 
-class LikeBatches:
-    """The likes and unlikes of one moment, written by one statement (`StepWrites`)."""
-
-    def __init__(self, writes: WritePool) -> None:
-        self.writes = writes
-        self._changes: StepWrites[tuple[LikeRequest, bool], LikeChange] = StepWrites(self.write)
-
-    async def change(self, request: LikeRequest, *, like: bool) -> LikeChange:
-        return await self._changes.ask((request, like))
-
-    async def write(self, items: list[tuple[LikeRequest, bool]]) -> list[LikeChange | Exception]:
-        """Each (request, whether a like) written, in order: its change or the exception it must raise."""
-        results: list[LikeChange | Exception | None] = [None] * len(items)
-        now = utcnow()
-        for round_ in rounds_without_repeats(items, lambda item: (item[0].media_id, item[0].user_id)):
-            changes = [items[at] for at in round_]
-            args: list[Any] = [
-                [request.media_id for request, _ in changes],
-                [request.user_id for request, _ in changes],
-                [request.token_version for request, _ in changes],
-                [like for _, like in changes],
-                now,
-            ]
-            try:
-                rows = await self.writes.fetch(CHANGE_MANY, *args)
-            except (asyncpg.ForeignKeyViolationError, asyncpg.DeadlockDetectedError):
-                # A media deleted meanwhile (or a lock cycle with another batch): each alone.
-                for at, (request, like) in zip(round_, changes, strict=True):
-                    results[at] = await self._alone(request, like=like, now=now)
-                continue
-            for at, row in zip(round_, rows, strict=True):
-                results[at] = _answer(row)
-        return [result if result is not None else RuntimeError("a like was not answered") for result in results]
-
-    async def _alone(self, request: LikeRequest, *, like: bool, now: datetime) -> LikeChange | Exception:
+async def write_changes(writes: WritePool, items: list[tuple[LikeRequest, bool]]) -> list[LikeChange | Exception]:
+    """The likes and unlikes of one moment (each a request and whether it is a like), in order, by
+    one statement a round: each one's change, or the exception its request must raise."""
+    results: list[LikeChange | Exception | None] = [None] * len(items)
+    now = utcnow()
+    for round_ in rounds_without_repeats(items, lambda item: (item[0].media_id, item[0].user_id)):
+        changes = [items[at] for at in round_]
+        args: list[Any] = [
+            [request.media_id for request, _ in changes],
+            [request.user_id for request, _ in changes],
+            [request.token_version for request, _ in changes],
+            [like for _, like in changes],
+            now,
+        ]
         try:
-            return await change_like(
-                self.writes,
-                media_id=request.media_id,
-                user_id=request.user_id,
-                token_version=request.token_version,
-                like=like,
-                now=now,
-            )
-        except Exception as error:
-            return error
+            rows = await writes.fetch(CHANGE_MANY, *args)
+        except (asyncpg.ForeignKeyViolationError, asyncpg.DeadlockDetectedError):
+            # A media deleted meanwhile (or a lock cycle with another batch): each alone.
+            for at, (request, like) in zip(round_, changes, strict=True):
+                results[at] = await _alone(writes, request, like=like, now=now)
+            continue
+        for at, row in zip(round_, rows, strict=True):
+            results[at] = _answer(row)
+    return [result if result is not None else RuntimeError("a like was not answered") for result in results]
+
+
+async def _alone(writes: WritePool, request: LikeRequest, *, like: bool, now: datetime) -> LikeChange | Exception:
+    try:
+        return await change_like(
+            writes,
+            media_id=request.media_id,
+            user_id=request.user_id,
+            token_version=request.token_version,
+            like=like,
+            now=now,
+        )
+    except Exception as error:
+        return error
 
 
 def _answer(row: asyncpg.Record) -> LikeChange | Exception:
@@ -194,7 +186,3 @@ def _answer(row: asyncpg.Record) -> LikeChange | Exception:
     if row["id"] is None:
         return MissingMedia()
     return LikeChange(changed=bool(row["changed"]), media=row)
-
-
-# The process's like batches on a pool.
-batches = PerPool(LikeBatches)

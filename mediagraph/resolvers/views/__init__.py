@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,11 +100,10 @@ async def _change_like(context: Context, media_id: int, *, like: bool) -> Mappin
     viewer_id = context.require_viewer_id()
     claims = context.claims
     assert claims is not None
+    services = context.services
     request = likes.LikeRequest(media_id=media_id, user_id=viewer_id, token_version=claims.token_version)
     try:
-        change = await _like_writes(context.services.databases.main_writes).ask(
-            _LikeAsk(context.services, request, like)
-        )
+        change = await like_batches(services.databases.main_writes).change(services, request, like=like)
     except likes.StaleToken:
         raise Unauthenticated("The access token is no longer valid.") from None
     except likes.MissingMedia:
@@ -114,45 +113,36 @@ async def _change_like(context: Context, media_id: int, *, like: bool) -> Mappin
     return change.media
 
 
-@dataclass(frozen=True)
-class _LikeAsk:
-    services: Services
-    request: likes.LikeRequest
-    like: bool
+class LikeBatches:
+    """The likes and unlikes of one moment: one statement and commit (`likes.write_changes`), then
+    the hot-media events and live-count notices of those that changed a row, in one Redis round
+    trip, before any of them is answered.
 
-
-class _LikeWrites:
-    """The likes and unlikes of one moment: one statement and commit (`likes.LikeBatches.write`), then
-    the hot-media events and live-count notices of those that changed a row, in one Redis round trip,
-    before any of them is answered.
-
-    Sent by the batch rather than by each request once answered, the notices wait for no turn of the
-    loop after the commit, and each request is resumed once instead of twice."""
+    Sent by the batch rather than by each request once answered, the notices wait for no turn of
+    the loop after the commit, and each request is resumed once instead of twice."""
 
     def __init__(self, writes: WritePool) -> None:
-        self.batches = likes.batches(writes)
-        self.steps: StepWrites[_LikeAsk, likes.LikeChange] = StepWrites(self._run)
+        self.writes = writes
+        self._steps: StepWrites[tuple[Services, likes.LikeRequest, bool], likes.LikeChange] = StepWrites(self._run)
 
-    def ask(self, ask: _LikeAsk) -> Awaitable[likes.LikeChange]:
-        return self.steps.ask(ask)
+    async def change(self, services: Services, request: likes.LikeRequest, *, like: bool) -> likes.LikeChange:
+        return await self._steps.ask((services, request, like))
 
-    async def _run(self, asks: list[_LikeAsk]) -> list[likes.LikeChange | Exception]:
-        results = await self.batches.write([(ask.request, ask.like) for ask in asks])
-        changed = [
-            (ask, 1 if ask.like else -1)
-            for ask, result in zip(asks, results, strict=True)
+    async def _run(self, asks: list[tuple[Services, likes.LikeRequest, bool]]) -> list[likes.LikeChange | Exception]:
+        results = await likes.write_changes(self.writes, [(request, like) for _, request, like in asks])
+        moved = [
+            (request.media_id, 1 if like else -1)
+            for (_, request, like), result in zip(asks, results, strict=True)
             if isinstance(result, likes.LikeChange) and result.changed
         ]
-        # One Services per application; tests may run several against one pool.
-        by_services: dict[int, list[tuple[_LikeAsk, int]]] = {}
-        for ask, delta in changed:
-            by_services.setdefault(id(ask.services), []).append((ask, delta))
-        for moved in by_services.values():
-            await _announce_like_changes(moved[0][0].services, [(ask.request.media_id, delta) for ask, delta in moved])
+        if moved:
+            # A write pool is one application's: its asks all carry the same services.
+            await _announce_like_changes(asks[0][0], moved)
         return results
 
 
-_like_writes = PerPool(_LikeWrites)
+# The process's like batches on a pool.
+like_batches = PerPool(LikeBatches)
 
 
 async def _announce_like_changes(services: Services, changes: list[tuple[int, int]]) -> None:
